@@ -1,0 +1,2 @@
+import SwiftQueues
+print("demo")

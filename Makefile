@@ -1,0 +1,156 @@
+# SwiftQueues — build, test, install, benchmark.
+#
+#   make demo        set up and run the examples (C and Swift)
+#   make test        set up and run every test (C tests, C install check, swift test)
+#   make test-tsan   the same under ThreadSanitizer
+#   make test-asan   the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make bench       head-to-head benchmarks against the toolchain's libdispatch
+#   make install     PREFIX=/usr/local DESTDIR=
+#
+# Every target that needs libevent / liburcu depends on `deps`, which installs
+# them with apt-get when pkg-config cannot find them.
+
+PREFIX     ?= /usr/local
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DESTDIR    ?=
+
+CC      ?= cc
+BUILD   ?= build
+VERSION := 0.1.0
+SOMAJOR := 0
+
+PKGS := libevent_pthreads liburcu-cds
+# Recursive (=) so they are read after `deps` has installed the packages.
+DEPS_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+DEPS_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+
+OPT      ?= -O2
+SANITIZE ?=
+WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wpointer-arith -Wformat=2 -Wno-unused-parameter
+SAN_FLAGS = $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer,)
+CFLAGS_ALL = -std=gnu11 $(OPT) -g -pthread $(WARNINGS) $(SAN_FLAGS) \
+             -Iinclude $(DEPS_CFLAGS) $(CFLAGS)
+LDFLAGS_ALL = -pthread $(SAN_FLAGS) $(LDFLAGS)
+
+LIB_SRCS := $(wildcard Sources/CRuntime/*.c)
+LIB_OBJS := $(patsubst Sources/CRuntime/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
+HEADERS  := include/swiftqueues.h $(wildcard include/swiftqueues/*.h) \
+            Sources/CRuntime/internal.h
+STATIC   := $(BUILD)/libswiftqueues.a
+SHARED   := $(BUILD)/libswiftqueues.so.$(VERSION)
+
+TEST_SRCS := $(wildcard Tests/CRuntimeTests/test_*.c)
+TEST_BINS := $(patsubst Tests/CRuntimeTests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+
+SWIFT ?= swift
+SWIFT_TEST_FLAGS ?=
+
+.PHONY: all deps lib pc test test-c test-install test-swift test-tsan test-asan \
+        bench demo install uninstall clean
+
+all: lib
+
+deps:
+	@if command -v pkg-config >/dev/null 2>&1 && pkg-config --exists $(PKGS); then :; else \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  echo "SwiftQueues needs libevent and liburcu (pkg-config: $(PKGS)); running:"; \
+	  echo "  $$sudo apt-get update && $$sudo apt-get install -y pkg-config libevent-dev liburcu-dev"; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq pkg-config libevent-dev liburcu-dev; \
+	fi
+
+lib: deps $(STATIC) $(BUILD)/libswiftqueues.so
+
+$(BUILD)/obj/%.o: Sources/CRuntime/%.c $(HEADERS) | deps
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(STATIC): $(LIB_OBJS)
+	rm -f $@
+	ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,libswiftqueues.so.$(SOMAJOR) -Wl,--no-undefined \
+	  -o $@ $^ $(LDFLAGS_ALL) $(DEPS_LIBS)
+
+$(BUILD)/libswiftqueues.so: $(SHARED)
+	ln -sf libswiftqueues.so.$(VERSION) $(BUILD)/libswiftqueues.so.$(SOMAJOR)
+	ln -sf libswiftqueues.so.$(VERSION) $@
+
+pc: $(BUILD)/swiftqueues.pc
+$(BUILD)/swiftqueues.pc: swiftqueues.pc.in Makefile
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
+	  $< > $@
+
+install: lib
+	@rm -f $(BUILD)/swiftqueues.pc
+	$(MAKE) --no-print-directory pc PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) INCLUDEDIR=$(INCLUDEDIR)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/swiftqueues
+	install -m 644 include/swiftqueues.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 include/swiftqueues/*.h $(DESTDIR)$(INCLUDEDIR)/swiftqueues/
+	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
+	ln -sf libswiftqueues.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libswiftqueues.so.$(SOMAJOR)
+	ln -sf libswiftqueues.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libswiftqueues.so
+	install -m 644 $(BUILD)/swiftqueues.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
+	@rm -f $(BUILD)/swiftqueues.pc
+
+uninstall:
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/swiftqueues $(DESTDIR)$(INCLUDEDIR)/swiftqueues.h
+	rm -f $(DESTDIR)$(LIBDIR)/libswiftqueues.* $(DESTDIR)$(LIBDIR)/pkgconfig/swiftqueues.pc
+
+# ---- tests -----------------------------------------------------------------
+
+$(BUILD)/tests/%: Tests/CRuntimeTests/%.c Tests/CRuntimeTests/sqtest.h $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -ITests/CRuntimeTests -o $@ $< $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS)
+
+test: test-c test-install test-swift
+
+test-c: lib $(TEST_BINS)
+	@sh Tests/CRuntimeTests/run.sh $(TEST_BINS)
+
+# The C story end to end: install into a temporary prefix, build a program
+# with that prefix's pkg-config file, run it.
+test-install: lib
+	@rm -rf $(BUILD)/install-check
+	@$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(BUILD)/install-check >/dev/null
+	PKG_CONFIG_PATH=$(CURDIR)/$(BUILD)/install-check/lib/pkgconfig sh -c \
+	  '$(CC) -o $(BUILD)/install-check/quickstart Examples/c/quickstart.c \
+	     $$(pkg-config --cflags --libs swiftqueues) \
+	     -Wl,-rpath,$(CURDIR)/$(BUILD)/install-check/lib'
+	$(BUILD)/install-check/quickstart
+
+test-swift: deps
+	$(SWIFT) test $(SWIFT_TEST_FLAGS)
+
+test-tsan: deps
+	$(MAKE) --no-print-directory test-c BUILD=build-tsan SANITIZE=thread OPT=-O1
+	TSAN_OPTIONS="halt_on_error=1" $(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+
+test-asan: deps
+	$(MAKE) --no-print-directory test-c BUILD=build-asan SANITIZE=address,undefined OPT=-O1 \
+	  CFLAGS="-fno-sanitize-recover=undefined"
+	ASAN_OPTIONS="detect_leaks=1" $(SWIFT) test --sanitize=address --sanitize=undefined \
+	  --scratch-path .build-asan
+
+# ---- benchmarks and demo -----------------------------------------------------
+
+bench: lib
+	$(MAKE) --no-print-directory -C Benchmarks ROOT=$(CURDIR) run
+
+demo: lib
+	@mkdir -p $(BUILD)/examples
+	@for src in Examples/c/*.c; do \
+	  bin=$(BUILD)/examples/$$(basename $$src .c); \
+	  $(CC) $(CFLAGS_ALL) -o $$bin $$src $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS) || exit 1; \
+	  echo "== $$bin"; $$bin || exit 1; \
+	done
+	$(SWIFT) run -c release SwiftQueuesDemo
+
+clean:
+	rm -rf build build-tsan build-asan
+	$(MAKE) --no-print-directory -C Benchmarks ROOT=$(CURDIR) clean 2>/dev/null || true

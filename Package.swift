@@ -1,0 +1,47 @@
+// swift-tools-version:6.0
+//
+// SwiftQueues: Grand Central Dispatch rebuilt for Linux.
+// CRuntime is the C core (also built as libswiftqueues by the Makefile);
+// SwiftQueues is the Swift API over it.
+import PackageDescription
+
+let package = Package(
+    name: "SwiftQueues",
+    products: [
+        .library(name: "SwiftQueues", targets: ["SwiftQueues"]),
+        .library(name: "CRuntime", targets: ["CRuntime"]),
+    ],
+    targets: [
+        .target(
+            name: "CRuntime",
+            path: "Sources/CRuntime",
+            cSettings: [
+                .define("_GNU_SOURCE"),
+            ],
+            linkerSettings: [
+                // Debian: libevent-dev, liburcu-dev (`make deps` installs them).
+                .linkedLibrary("event_core"),
+                .linkedLibrary("event_pthreads"),
+                .linkedLibrary("urcu-cds"),
+                .linkedLibrary("urcu-common"),
+                .linkedLibrary("pthread"),
+            ]
+        ),
+        .target(
+            name: "SwiftQueues",
+            dependencies: ["CRuntime"],
+            path: "Sources/SwiftQueues"
+        ),
+        .executableTarget(
+            name: "SwiftQueuesDemo",
+            dependencies: ["SwiftQueues"],
+            path: "Examples/SwiftQueuesDemo"
+        ),
+        .testTarget(
+            name: "SwiftQueuesTests",
+            dependencies: ["SwiftQueues"],
+            path: "Tests/SwiftQueuesTests"
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,91 @@
+/*
+ * SwiftQueues — internal definitions shared by the C core.
+ * Not installed; nothing here is public API.
+ */
+#ifndef SWIFTQUEUES_INTERNAL_H
+#define SWIFTQUEUES_INTERNAL_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <swiftqueues.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SQ_INTERNAL __attribute__((visibility("hidden")))
+#define SQ_NOINLINE __attribute__((noinline))
+#define SQ_NORETURN __attribute__((noreturn))
+#define SQ_CACHELINE 64
+
+/*
+ * Reports a programming error in the caller and stops the process:
+ * prints "SwiftQueues: <call>: <message>" on one line on stderr, then aborts.
+ */
+SQ_INTERNAL SQ_NORETURN __attribute__((format(printf, 2, 3))) void
+_sq_client_crash(const char *call, const char *format, ...);
+
+/* Stops the process when a required function pointer is NULL. */
+#define _SQ_REQUIRE_FUNCTION(call, fn)                                         \
+	do {                                                                   \
+		if (SQ_UNLIKELY((fn) == NULL))                                 \
+			_sq_client_crash(call, "function pointer is NULL");    \
+	} while (0)
+
+/* The pause instruction for spin-wait loops. */
+SQ_INLINE void
+_sq_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
+
+/* Sleeps while *addr == expected (or until woken / a timeout expires).
+ * `timeout` is relative, NULL waits forever. Private futex: the word never
+ * crosses a process boundary. */
+SQ_INLINE int
+_sq_futex_wait(uint32_t *addr, uint32_t expected, const struct timespec *timeout)
+{
+	return (int)syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, expected,
+			timeout, NULL, 0);
+}
+
+/* Wakes up to `count` threads sleeping on addr. */
+SQ_INLINE int
+_sq_futex_wake(uint32_t *addr, int count)
+{
+	return (int)syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, count,
+			NULL, NULL, 0);
+}
+
+/* Reads CLOCK_MONOTONIC in nanoseconds. */
+SQ_INLINE uint64_t
+_sq_monotonic_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+/* Reads CLOCK_REALTIME in nanoseconds since the epoch. */
+SQ_INLINE uint64_t
+_sq_wall_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
+}
+
+#endif /* SWIFTQUEUES_INTERNAL_H */

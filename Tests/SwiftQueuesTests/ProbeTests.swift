@@ -1,0 +1,3 @@
+import Testing
+@testable import SwiftQueues
+@Test func probe() { #expect(_probe() == 1) }

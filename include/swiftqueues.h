@@ -1,0 +1,21 @@
+/*
+ * SwiftQueues — Grand Central Dispatch rebuilt for Linux.
+ *
+ * The one header C programs include:
+ *     #include <swiftqueues.h>
+ *     cc prog.c $(pkg-config --cflags --libs swiftqueues)
+ *
+ * The API is libdispatch's, renamed dispatch_ -> sq_ and DISPATCH_ -> SQ_.
+ */
+#ifndef SWIFTQUEUES_H
+#define SWIFTQUEUES_H
+
+#include <swiftqueues/base.h>
+#include <swiftqueues/time.h>
+#include <swiftqueues/atomic.h>
+#include <swiftqueues/spinlock.h>
+#include <swiftqueues/lifo.h>
+#include <swiftqueues/once.h>
+#include <swiftqueues/benchmark.h>
+
+#endif /* SWIFTQUEUES_H */

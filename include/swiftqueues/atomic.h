@@ -1,0 +1,179 @@
+/*
+ * SwiftQueues — atomic counters and bit operations (the seeds' OSAtomic
+ * chapter in portable form).
+ *
+ * Every operation works on a plain, naturally aligned int32_t / int64_t
+ * (uint32_t / uint64_t for the bit operations) that is only ever accessed
+ * through these functions.
+ *
+ * Two forms of each read-modify-write operation:
+ *   - the plain name (sq_atomic_add64, ...) is the BARRIER form: sequentially
+ *     consistent, a full memory barrier around the operation, like
+ *     OSAtomicAdd64Barrier. Use it when the counter publishes or guards other
+ *     memory (reference counts, "done" flags, lazy initialisation).
+ *   - the _relaxed form (sq_atomic_add64_relaxed, ...) is atomic but orders
+ *     nothing else, like OSAtomicAdd64. Use it for statistics counters whose
+ *     value alone matters; it is the cheapest form.
+ * Loads are acquire and stores release (their _relaxed forms order nothing).
+ * Compare-and-swap barrier forms are sequentially consistent whether they
+ * succeed or fail.
+ *
+ * add / inc / dec / or / and / xor return the NEW value; test_and_set_bit and
+ * test_and_clear_bit return the bit's OLD value. Bits are numbered from the
+ * least significant (bit 0) upwards.
+ *
+ * All are inline: an increment is one locked instruction, no call.
+ */
+#ifndef SWIFTQUEUES_ATOMIC_H
+#define SWIFTQUEUES_ATOMIC_H
+
+#include <swiftqueues/base.h>
+
+SQ_BEGIN_DECLS
+SQ_ASSUME_NONNULL_BEGIN
+
+/* Defines the arithmetic operations for one width, in one memory order. */
+#define _SQ_ATOMIC_ARITH(bits, suffix, order)                                  \
+	SQ_INLINE int##bits##_t                                                \
+	sq_atomic_add##bits##suffix(volatile int##bits##_t *p, int##bits##_t d) \
+	{                                                                      \
+		return __atomic_add_fetch(p, d, order);                        \
+	}                                                                      \
+	SQ_INLINE int##bits##_t                                                \
+	sq_atomic_inc##bits##suffix(volatile int##bits##_t *p)                 \
+	{                                                                      \
+		return __atomic_add_fetch(p, 1, order);                        \
+	}                                                                      \
+	SQ_INLINE int##bits##_t                                                \
+	sq_atomic_dec##bits##suffix(volatile int##bits##_t *p)                 \
+	{                                                                      \
+		return __atomic_sub_fetch(p, 1, order);                        \
+	}                                                                      \
+	SQ_INLINE bool                                                         \
+	sq_atomic_cas##bits##suffix(volatile int##bits##_t *p,                 \
+			int##bits##_t expected, int##bits##_t desired)         \
+	{                                                                      \
+		return __atomic_compare_exchange_n(p, &expected, desired,      \
+				false, order, order);                          \
+	}                                                                      \
+	SQ_INLINE uint##bits##_t                                               \
+	sq_atomic_or##bits##suffix(volatile uint##bits##_t *p,                 \
+			uint##bits##_t mask)                                   \
+	{                                                                      \
+		return __atomic_or_fetch(p, mask, order);                      \
+	}                                                                      \
+	SQ_INLINE uint##bits##_t                                               \
+	sq_atomic_and##bits##suffix(volatile uint##bits##_t *p,                \
+			uint##bits##_t mask)                                   \
+	{                                                                      \
+		return __atomic_and_fetch(p, mask, order);                     \
+	}                                                                      \
+	SQ_INLINE uint##bits##_t                                               \
+	sq_atomic_xor##bits##suffix(volatile uint##bits##_t *p,                \
+			uint##bits##_t mask)                                   \
+	{                                                                      \
+		return __atomic_xor_fetch(p, mask, order);                     \
+	}                                                                      \
+	SQ_INLINE bool                                                         \
+	sq_atomic_test_and_set_bit##bits##suffix(volatile uint##bits##_t *p,   \
+			unsigned bit)                                          \
+	{                                                                      \
+		uint##bits##_t m = (uint##bits##_t)1 << (bit % bits);          \
+		return (__atomic_fetch_or(p, m, order) & m) != 0;              \
+	}                                                                      \
+	SQ_INLINE bool                                                         \
+	sq_atomic_test_and_clear_bit##bits##suffix(volatile uint##bits##_t *p, \
+			unsigned bit)                                          \
+	{                                                                      \
+		uint##bits##_t m = (uint##bits##_t)1 << (bit % bits);          \
+		return (__atomic_fetch_and(p, (uint##bits##_t)~m, order) & m)  \
+				!= 0;                                          \
+	}
+
+/* Defines load and store for one width. */
+#define _SQ_ATOMIC_LOADSTORE(bits)                                             \
+	SQ_INLINE int##bits##_t                                                \
+	sq_atomic_load##bits(const volatile int##bits##_t *p)                  \
+	{                                                                      \
+		return __atomic_load_n(p, __ATOMIC_ACQUIRE);                   \
+	}                                                                      \
+	SQ_INLINE int##bits##_t                                                \
+	sq_atomic_load##bits##_relaxed(const volatile int##bits##_t *p)        \
+	{                                                                      \
+		return __atomic_load_n(p, __ATOMIC_RELAXED);                   \
+	}                                                                      \
+	SQ_INLINE void                                                         \
+	sq_atomic_store##bits(volatile int##bits##_t *p, int##bits##_t v)      \
+	{                                                                      \
+		__atomic_store_n(p, v, __ATOMIC_RELEASE);                      \
+	}                                                                      \
+	SQ_INLINE void                                                         \
+	sq_atomic_store##bits##_relaxed(volatile int##bits##_t *p,             \
+			int##bits##_t v)                                       \
+	{                                                                      \
+		__atomic_store_n(p, v, __ATOMIC_RELAXED);                      \
+	}
+
+_SQ_ATOMIC_ARITH(32, , __ATOMIC_SEQ_CST)
+_SQ_ATOMIC_ARITH(32, _relaxed, __ATOMIC_RELAXED)
+_SQ_ATOMIC_ARITH(64, , __ATOMIC_SEQ_CST)
+_SQ_ATOMIC_ARITH(64, _relaxed, __ATOMIC_RELAXED)
+_SQ_ATOMIC_LOADSTORE(32)
+_SQ_ATOMIC_LOADSTORE(64)
+
+#undef _SQ_ATOMIC_ARITH
+#undef _SQ_ATOMIC_LOADSTORE
+
+/* Pointer operations: the seeds' OSAtomicCompareAndSwapPtrBarrier. */
+
+SQ_INLINE void *SQ_NULLABLE
+sq_atomic_load_ptr(void *SQ_NULLABLE const volatile *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+SQ_INLINE void
+sq_atomic_store_ptr(void *SQ_NULLABLE volatile *p, void *SQ_NULLABLE v)
+{
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+/*!
+ * Stores `desired` in *p if *p == `expected`; returns whether it did.
+ * Full barrier: a thread that loses sees the winner's stores to the object
+ * the pointer names (the lazy-initialisation pattern).
+ */
+SQ_INLINE bool
+sq_atomic_cas_ptr(void *SQ_NULLABLE volatile *p, void *SQ_NULLABLE expected,
+		void *SQ_NULLABLE desired)
+{
+	return __atomic_compare_exchange_n(p, &expected, desired, false,
+			__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+SQ_INLINE bool
+sq_atomic_cas_ptr_relaxed(void *SQ_NULLABLE volatile *p,
+		void *SQ_NULLABLE expected, void *SQ_NULLABLE desired)
+{
+	return __atomic_compare_exchange_n(p, &expected, desired, false,
+			__ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/*! Stores `v` in *p and returns the previous value (full barrier). */
+SQ_INLINE void *SQ_NULLABLE
+sq_atomic_exchange_ptr(void *SQ_NULLABLE volatile *p, void *SQ_NULLABLE v)
+{
+	return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+/*! A full memory barrier (OSMemoryBarrier). */
+SQ_INLINE void
+sq_atomic_barrier(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+SQ_ASSUME_NONNULL_END
+SQ_END_DECLS
+
+#endif /* SWIFTQUEUES_ATOMIC_H */

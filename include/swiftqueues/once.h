@@ -1,0 +1,56 @@
+/*
+ * SwiftQueues — run a function exactly once (dispatch_once renamed).
+ *
+ * The predicate must be zero-initialised static or global storage (or
+ * memory that outlives every caller). The first caller runs the function;
+ * callers that arrive while it runs wait for it; every later call is a
+ * single acquire load that sees the function's effects.
+ */
+#ifndef SWIFTQUEUES_ONCE_H
+#define SWIFTQUEUES_ONCE_H
+
+#include <swiftqueues/base.h>
+
+SQ_BEGIN_DECLS
+SQ_ASSUME_NONNULL_BEGIN
+
+typedef intptr_t sq_once_t;
+
+/* The predicate's value once the function has returned. */
+#define _SQ_ONCE_DONE (~(intptr_t)0)
+
+/* Runs the function or waits for the thread that does; see sq_once_f. */
+SQ_EXPORT SQ_NONNULL(1) SQ_NOTHROW
+void
+_sq_once_f_slow(sq_once_t *predicate, void *SQ_NULLABLE context,
+		sq_function_t function);
+
+/*!
+ * Calls `function(context)` once for the life of `predicate`, however many
+ * threads race here. A NULL function stops the process with a message.
+ */
+SQ_INLINE SQ_NONNULL(1) void
+sq_once_f(sq_once_t *predicate, void *SQ_NULLABLE context,
+		sq_function_t function)
+{
+	/* Acquire pairs with the release store after the function ran. */
+	if (SQ_LIKELY(__atomic_load_n(predicate, __ATOMIC_ACQUIRE)
+			== _SQ_ONCE_DONE)) {
+		return;
+	}
+	_sq_once_f_slow(predicate, context, function);
+}
+
+#ifdef __BLOCKS__
+/*! The block form of sq_once_f. */
+SQ_INLINE SQ_NONNULL_ALL void
+sq_once(sq_once_t *predicate, sq_block_t block)
+{
+	sq_once_f(predicate, (void *)block, _sq_call_block);
+}
+#endif
+
+SQ_ASSUME_NONNULL_END
+SQ_END_DECLS
+
+#endif /* SWIFTQUEUES_ONCE_H */
