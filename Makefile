@@ -47,6 +47,14 @@ TEST_BINS := $(patsubst Tests/CRuntimeTests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 SWIFT ?= swift
 SWIFT_TEST_FLAGS ?=
 
+# The block forms (sq_once, sq_benchmark, ...) need clang -fblocks and the
+# Blocks runtime: both ship with the Swift toolchain found through `swift`.
+SWIFT_BIN_DIR := $(shell dirname "$$(readlink -f "$$(command -v $(SWIFT))")" 2>/dev/null)
+BLOCKS_CC     ?= $(SWIFT_BIN_DIR)/clang
+BLOCKS_LIBDIR := $(SWIFT_BIN_DIR)/../lib/swift/linux
+BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
+                   $(wildcard Tests/CRuntimeTests/blocks/test_*.c))
+
 .PHONY: all deps lib pc test test-c test-install test-swift test-tsan test-asan \
         bench demo install uninstall clean
 
@@ -108,10 +116,16 @@ $(BUILD)/tests/%: Tests/CRuntimeTests/%.c Tests/CRuntimeTests/sqtest.h $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -ITests/CRuntimeTests -o $@ $< $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS)
 
+$(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c Tests/CRuntimeTests/sqtest.h $(STATIC)
+	@mkdir -p $(dir $@)
+	$(BLOCKS_CC) -fblocks $(filter-out -Wformat=2,$(CFLAGS_ALL)) -ITests/CRuntimeTests -o $@ $< \
+	  $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS) -L$(BLOCKS_LIBDIR) -lBlocksRuntime \
+	  -Wl,-rpath,$(BLOCKS_LIBDIR)
+
 test: test-c test-install test-swift
 
-test-c: lib $(TEST_BINS)
-	@sh Tests/CRuntimeTests/run.sh $(TEST_BINS)
+test-c: lib $(TEST_BINS) $(BLOCKS_TESTS)
+	@sh Tests/CRuntimeTests/run.sh $(TEST_BINS) $(BLOCKS_TESTS)
 
 # The C story end to end: install into a temporary prefix, build a program
 # with that prefix's pkg-config file, run it.

@@ -13,7 +13,7 @@ _sq_time_offset(uint64_t base, int64_t delta, bool *forever)
 	*forever = false;
 	if (delta >= 0) {
 		uint64_t d = (uint64_t)delta;
-		if (base > SQ_TIME_MAX_NS - d) {
+		if (d > SQ_TIME_MAX_NS || base > SQ_TIME_MAX_NS - d) {
 			*forever = true;
 			return SQ_TIME_FOREVER;
 		}

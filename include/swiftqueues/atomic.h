@@ -127,13 +127,13 @@ _SQ_ATOMIC_LOADSTORE(64)
 /* Pointer operations: the seeds' OSAtomicCompareAndSwapPtrBarrier. */
 
 SQ_INLINE void *SQ_NULLABLE
-sq_atomic_load_ptr(void *SQ_NULLABLE const volatile *p)
+sq_atomic_load_ptr(void *SQ_NULLABLE const volatile *SQ_NONNULL_PTR p)
 {
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
 SQ_INLINE void
-sq_atomic_store_ptr(void *SQ_NULLABLE volatile *p, void *SQ_NULLABLE v)
+sq_atomic_store_ptr(void *SQ_NULLABLE volatile *SQ_NONNULL_PTR p, void *SQ_NULLABLE v)
 {
 	__atomic_store_n(p, v, __ATOMIC_RELEASE);
 }
@@ -144,7 +144,7 @@ sq_atomic_store_ptr(void *SQ_NULLABLE volatile *p, void *SQ_NULLABLE v)
  * the pointer names (the lazy-initialisation pattern).
  */
 SQ_INLINE bool
-sq_atomic_cas_ptr(void *SQ_NULLABLE volatile *p, void *SQ_NULLABLE expected,
+sq_atomic_cas_ptr(void *SQ_NULLABLE volatile *SQ_NONNULL_PTR p, void *SQ_NULLABLE expected,
 		void *SQ_NULLABLE desired)
 {
 	return __atomic_compare_exchange_n(p, &expected, desired, false,
@@ -152,7 +152,7 @@ sq_atomic_cas_ptr(void *SQ_NULLABLE volatile *p, void *SQ_NULLABLE expected,
 }
 
 SQ_INLINE bool
-sq_atomic_cas_ptr_relaxed(void *SQ_NULLABLE volatile *p,
+sq_atomic_cas_ptr_relaxed(void *SQ_NULLABLE volatile *SQ_NONNULL_PTR p,
 		void *SQ_NULLABLE expected, void *SQ_NULLABLE desired)
 {
 	return __atomic_compare_exchange_n(p, &expected, desired, false,
@@ -161,7 +161,7 @@ sq_atomic_cas_ptr_relaxed(void *SQ_NULLABLE volatile *p,
 
 /*! Stores `v` in *p and returns the previous value (full barrier). */
 SQ_INLINE void *SQ_NULLABLE
-sq_atomic_exchange_ptr(void *SQ_NULLABLE volatile *p, void *SQ_NULLABLE v)
+sq_atomic_exchange_ptr(void *SQ_NULLABLE volatile *SQ_NONNULL_PTR p, void *SQ_NULLABLE v)
 {
 	return __atomic_exchange_n(p, v, __ATOMIC_SEQ_CST);
 }
