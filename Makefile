@@ -3,7 +3,8 @@
 #   make demo        set up and run the examples (C and Swift)
 #   make test        set up and run every test (C tests, C install check, swift test)
 #   make test-tsan   the same under ThreadSanitizer
-#   make test-asan   the same under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-asan   the same under AddressSanitizer (+ UndefinedBehaviorSanitizer for C;
+#                    swiftc has no UBSan)
 #   make bench       head-to-head benchmarks against the toolchain's libdispatch
 #   make install     PREFIX=/usr/local DESTDIR=
 #
@@ -52,6 +53,7 @@ SWIFT_TEST_FLAGS ?=
 SWIFT_BIN_DIR := $(shell dirname "$$(readlink -f "$$(command -v $(SWIFT))")" 2>/dev/null)
 BLOCKS_CC     ?= $(SWIFT_BIN_DIR)/clang
 BLOCKS_LIBDIR := $(SWIFT_BIN_DIR)/../lib/swift/linux
+# (clang's sanitizer runtimes intercept libdispatch, hence -ldispatch there.)
 BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
                    $(wildcard Tests/CRuntimeTests/blocks/test_*.c))
 
@@ -120,6 +122,7 @@ $(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c Tests/CRuntimeTests/sqtest.h $(
 	@mkdir -p $(dir $@)
 	$(BLOCKS_CC) -fblocks $(filter-out -Wformat=2,$(CFLAGS_ALL)) -ITests/CRuntimeTests -o $@ $< \
 	  $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS) -L$(BLOCKS_LIBDIR) -lBlocksRuntime \
+	  $(if $(SANITIZE),-ldispatch) \
 	  -Wl,-rpath,$(BLOCKS_LIBDIR)
 
 test: test-c test-install test-swift
@@ -148,8 +151,8 @@ test-tsan: deps
 test-asan: deps
 	$(MAKE) --no-print-directory test-c BUILD=build-asan SANITIZE=address,undefined OPT=-O1 \
 	  CFLAGS="-fno-sanitize-recover=undefined"
-	ASAN_OPTIONS="detect_leaks=1" $(SWIFT) test --sanitize=address --sanitize=undefined \
-	  --scratch-path .build-asan
+	ASAN_OPTIONS="detect_leaks=1" LSAN_OPTIONS="suppressions=$(CURDIR)/Tests/lsan.supp" \
+	  $(SWIFT) test --sanitize=address --scratch-path .build-asan
 
 # ---- benchmarks and demo -----------------------------------------------------
 

@@ -39,6 +39,28 @@ _sq_client_crash(const char *call, const char *format, ...);
 			_sq_client_crash(call, "function pointer is NULL");    \
 	} while (0)
 
+/*
+ * ThreadSanitizer annotations. liburcu is not instrumented, so TSan cannot
+ * see the ordering its exchanges provide; hand-offs through it (a node
+ * pushed by one thread and popped by another) announce the edge themselves.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define SQ_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SQ_TSAN 1
+#endif
+#endif
+#ifdef SQ_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define _sq_tsan_release(addr) __tsan_release(addr)
+#define _sq_tsan_acquire(addr) __tsan_acquire(addr)
+#else
+#define _sq_tsan_release(addr) ((void)(addr))
+#define _sq_tsan_acquire(addr) ((void)(addr))
+#endif
+
 /* The pause instruction for spin-wait loops. */
 SQ_INLINE void
 _sq_cpu_relax(void)

@@ -23,6 +23,8 @@ _Static_assert(sizeof(sq_fifo_node_t) == sizeof(struct cds_wfcq_node),
 _Static_assert(sizeof(((sq_fifo_t *)0)->_sq_head) ==
 		sizeof(struct __cds_wfcq_head),
 		"sq_fifo_t head must match struct __cds_wfcq_head");
+_Static_assert(offsetof(sq_fifo_t, _sq_tail) == 64 && sizeof(sq_fifo_t) == 128,
+		"sq_fifo_t keeps head and tail 64 bytes apart");
 _Static_assert(sizeof(((sq_fifo_t *)0)->_sq_tail) ==
 		sizeof(struct cds_wfcq_tail),
 		"sq_fifo_t tail must match struct cds_wfcq_tail");
@@ -44,6 +46,7 @@ bool
 sq_lifo_push(sq_lifo_t *lifo, void *item, size_t offset)
 {
 	struct cds_lfs_node *node = (void *)((char *)item + offset);
+	_sq_tsan_release(node);
 	/* cds_lfs_push: lock-free, full barrier; false means "was empty". */
 	return !cds_lfs_push(LIFO_STACK(lifo), node);
 }
@@ -55,7 +58,10 @@ sq_lifo_pop(sq_lifo_t *lifo, size_t offset)
 	sq_spinlock_lock(&lifo->_sq_pop_lock);
 	struct cds_lfs_node *node = __cds_lfs_pop(LIFO_STACK(lifo));
 	sq_spinlock_unlock(&lifo->_sq_pop_lock);
-	return node ? (char *)node - offset : NULL;
+	if (node == NULL)
+		return NULL;
+	_sq_tsan_acquire(node);
+	return (char *)node - offset;
 }
 
 sq_lifo_node_t *
@@ -65,7 +71,13 @@ sq_lifo_pop_all(sq_lifo_t *lifo)
 	sq_spinlock_lock(&lifo->_sq_pop_lock);
 	struct cds_lfs_head *head = __cds_lfs_pop_all(LIFO_STACK(lifo));
 	sq_spinlock_unlock(&lifo->_sq_pop_lock);
-	return head ? (sq_lifo_node_t *)(void *)&head->node : NULL;
+	if (head == NULL)
+		return NULL;
+#ifdef SQ_TSAN
+	for (struct cds_lfs_node *n = &head->node; n; n = n->next)
+		_sq_tsan_acquire(n);
+#endif
+	return (sq_lifo_node_t *)(void *)&head->node;
 }
 
 bool
@@ -88,6 +100,7 @@ sq_fifo_enqueue(sq_fifo_t *fifo, void *item, size_t offset)
 {
 	struct cds_wfcq_node *node = (void *)((char *)item + offset);
 	cds_wfcq_node_init(node);
+	_sq_tsan_release(node);
 	/* Wait-free, full barrier; returns false when the queue was empty. */
 	return !cds_wfcq_enqueue(FIFO_HEAD(fifo), FIFO_TAIL(fifo), node);
 }
@@ -112,7 +125,10 @@ sq_fifo_dequeue(sq_fifo_t *fifo, size_t offset)
 			sched_yield();
 	}
 	sq_spinlock_unlock(&fifo->_sq_dequeue_lock);
-	return node ? (char *)node - offset : NULL;
+	if (node == NULL)
+		return NULL;
+	_sq_tsan_acquire(node);
+	return (char *)node - offset;
 }
 
 bool

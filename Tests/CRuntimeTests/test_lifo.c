@@ -97,6 +97,9 @@ producer(void *arg)
 	int p = *(int *)arg;
 	for (int s = 0; s < PER_PRODUCER; s++) {
 		struct item *it = &pool[p * PER_PRODUCER + s];
+		/* Plain writes handed to the consumer by the push itself. */
+		it->producer = p;
+		it->seq = s;
 		if (use_fifo)
 			sq_fifo_enqueue(&shared_fifo, it, FIFO_OFF);
 		else
@@ -146,11 +149,6 @@ run_mpmc(bool fifo)
 {
 	int indices[PRODUCERS + CONSUMERS];
 	pool = calloc(TOTAL, sizeof(*pool));
-	for (int p = 0; p < PRODUCERS; p++)
-		for (int s = 0; s < PER_PRODUCER; s++) {
-			pool[p * PER_PRODUCER + s].producer = p;
-			pool[p * PER_PRODUCER + s].seq = s;
-		}
 	for (int i = 0; i < PRODUCERS + CONSUMERS; i++)
 		indices[i] = i;
 	use_fifo = fifo;

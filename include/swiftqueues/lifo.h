@@ -48,11 +48,15 @@ typedef struct sq_fifo_node_s {
 } sq_fifo_node_t;
 
 typedef struct sq_fifo_s {
-	/* Layout of liburcu's __cds_wfcq_head and cds_wfcq_tail, on separate
-	 * cache lines so producers (tail) and consumers (head) do not share one. */
-	_Alignas(64) sq_fifo_node_t _sq_head;
+	/* Layout of liburcu's __cds_wfcq_head and cds_wfcq_tail, 64 bytes
+	 * apart so that producers (tail) and consumers (head) do not share a
+	 * cache line when the struct is 64-byte aligned. Padding rather than
+	 * _Alignas keeps the struct importable into Swift. */
+	sq_fifo_node_t _sq_head;
 	sq_spinlock_t _sq_dequeue_lock;
-	_Alignas(64) sq_fifo_node_t *_sq_tail;
+	char _sq_pad0[64 - sizeof(sq_fifo_node_t) - sizeof(sq_spinlock_t)];
+	sq_fifo_node_t *SQ_NULLABLE _sq_tail;
+	char _sq_pad1[64 - sizeof(void *)];
 } sq_fifo_t;
 
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW

@@ -1,0 +1,67 @@
+/*
+ * SwiftQueues benchmarks — the harness interface.
+ *
+ * A scenario measures one operation two ways: with SwiftQueues ("ours") and
+ * with the toolchain's libdispatch or, where libdispatch has no counterpart,
+ * with a plain baseline ("theirs"). The harness runs the two sides
+ * alternately (A B A B ...) for a number of rounds, takes the median ns/op
+ * of each side and reports the ratio ours / theirs (lower is better).
+ *
+ * Adding scenarios:
+ *   - write a run function per side, `void fn(size_t ops)`, that performs
+ *     `ops` operations; the harness times the whole call unless the function
+ *     calls bench_timer_restart() / bench_timer_stop() around the part that
+ *     counts (to leave out thread start-up, say);
+ *   - list them in a bench_scenario_t table that ends with an all-zero entry,
+ *     in a bench_<area>.c file (the Makefile builds every bench_*.c);
+ *   - declare the table below and add it to `bench_areas` in harness.c.
+ */
+#ifndef SQ_BENCH_HARNESS_H
+#define SQ_BENCH_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Performs `ops` operations of one side of a scenario. */
+typedef void (*bench_fn)(size_t ops);
+
+typedef struct bench_scenario_s {
+	const char *name;         /* unique; shown in the table and the JSON */
+	size_t ops;               /* operations per run; ns/op = time / ops */
+	bench_fn ours;            /* the SwiftQueues side */
+	bench_fn theirs;          /* libdispatch, or the baseline */
+	const char *theirs_label; /* "libdispatch", or what the baseline is */
+	double target;            /* ours/theirs must be <= target; 0: none */
+	void (*setup)(void);      /* optional: once, before the first run */
+	void (*teardown)(void);   /* optional: once, after the last run */
+} bench_scenario_t;
+
+/* The scenario tables, one per bench_<area>.c. */
+extern const bench_scenario_t bench_primitives[];
+
+/* Restarts the clock of the current run: what came before does not count.
+ * Call these two from the thread the harness called the run function on. */
+void bench_timer_restart(void);
+
+/* Stops the clock of the current run: what comes after does not count. */
+void bench_timer_stop(void);
+
+/*
+ * Runs fn(arg, i) on `nthreads` threads at once (i = 0 .. nthreads - 1; the
+ * calling thread is number 0). Only the time from the moment every thread is
+ * ready until the last one returns counts.
+ */
+void bench_parallel(unsigned nthreads, void (*fn)(void *arg, unsigned i),
+		void *arg);
+
+/* Reports a broken scenario (a wrong result, a failed call) and exits. */
+void bench_fail(const char *fmt, ...)
+		__attribute__((format(printf, 1, 2), noreturn));
+
+/* Where results go so the compiler cannot drop the work that made them. */
+extern volatile uint64_t bench_sink;
+
+/* Keeps the compiler from merging, hoisting or deleting loop iterations. */
+#define bench_clobber() __asm__ __volatile__("" ::: "memory")
+
+#endif /* SQ_BENCH_HARNESS_H */
