@@ -38,7 +38,7 @@ LDFLAGS_ALL = -pthread $(SAN_FLAGS) $(LDFLAGS)
 LIB_SRCS := $(wildcard Sources/CRuntime/*.c)
 LIB_OBJS := $(patsubst Sources/CRuntime/%.c,$(BUILD)/obj/%.o,$(LIB_SRCS))
 HEADERS  := include/swiftqueues.h $(wildcard include/swiftqueues/*.h) \
-            Sources/CRuntime/internal.h
+            $(wildcard Sources/CRuntime/*.h)
 STATIC   := $(BUILD)/libswiftqueues.a
 SHARED   := $(BUILD)/libswiftqueues.so.$(VERSION)
 

@@ -39,6 +39,7 @@
 
 static const bench_scenario_t *const bench_areas[] = {
 	bench_primitives,
+	bench_queues,
 	NULL
 };
 

@@ -17,5 +17,10 @@
 #include <swiftqueues/lifo.h>
 #include <swiftqueues/once.h>
 #include <swiftqueues/benchmark.h>
+#include <swiftqueues/object.h>
+#include <swiftqueues/queue.h>
+#include <swiftqueues/group.h>
+#include <swiftqueues/semaphore.h>
+#include <swiftqueues/workitem.h>
 
 #endif /* SWIFTQUEUES_H */

@@ -92,6 +92,45 @@ _sq_futex_wake(uint32_t *addr, int count)
 			NULL, NULL, 0);
 }
 
+/*
+ * Sleeps while *addr == expected, until woken or `deadline` (an sq_time_t:
+ * monotonic, wall-clock or FOREVER) passes. Returns 0 when woken (or the
+ * value already differed, or a signal interrupted: callers re-check their
+ * condition), ETIMEDOUT once the deadline has passed. The deadline is
+ * absolute, so a wall-clock jump does not stretch a monotonic wait.
+ */
+SQ_INLINE int
+_sq_futex_wait_until(uint32_t *addr, uint32_t expected, sq_time_t deadline)
+{
+	if (deadline == SQ_TIME_FOREVER) {
+		_sq_futex_wait(addr, expected, NULL);
+		return 0;
+	}
+	int op = FUTEX_WAIT_BITSET_PRIVATE;
+	uint64_t ns;
+	struct timespec now;
+	if (deadline == SQ_TIME_NOW || deadline == SQ_WALLTIME_NOW)
+		return ETIMEDOUT;
+	if (deadline & SQ_TIME_WALL_FLAG) {
+		op |= FUTEX_CLOCK_REALTIME;
+		ns = deadline & ~SQ_TIME_WALL_FLAG;
+		clock_gettime(CLOCK_REALTIME, &now);
+	} else {
+		ns = deadline;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+	}
+	if ((uint64_t)now.tv_sec * NSEC_PER_SEC + (uint64_t)now.tv_nsec >= ns)
+		return ETIMEDOUT;
+	struct timespec abs = {
+		.tv_sec = (time_t)(ns / NSEC_PER_SEC),
+		.tv_nsec = (long)(ns % NSEC_PER_SEC),
+	};
+	if (syscall(SYS_futex, addr, op, expected, &abs, NULL,
+			FUTEX_BITSET_MATCH_ANY) == -1 && errno == ETIMEDOUT)
+		return ETIMEDOUT;
+	return 0;
+}
+
 /* Reads CLOCK_MONOTONIC in nanoseconds. */
 SQ_INLINE uint64_t
 _sq_monotonic_ns(void)
@@ -109,5 +148,7 @@ _sq_wall_ns(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
+
+#include "object_internal.h"
 
 #endif /* SWIFTQUEUES_INTERNAL_H */

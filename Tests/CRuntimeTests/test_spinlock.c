@@ -84,11 +84,13 @@ test_oversubscribed(void)
  * 300 ms hold it uses far less CPU than wall time.
  */
 static volatile uint64_t waiter_cpu_ns, waiter_wall_ns;
+static volatile int32_t waiter_started;
 
 static void *
 long_waiter(void *arg)
 {
 	uint64_t wall = sqt_now_ns(), cpu = sqt_thread_cpu_ns();
+	sq_atomic_store32(&waiter_started, 1);
 	sq_spinlock_lock(&lock);
 	waiter_cpu_ns = sqt_thread_cpu_ns() - cpu;
 	waiter_wall_ns = sqt_now_ns() - wall;
@@ -102,6 +104,9 @@ test_waiter_sleeps(void)
 	pthread_t waiter;
 	sq_spinlock_lock(&lock);
 	pthread_create(&waiter, NULL, long_waiter, NULL);
+	/* Hold the lock for 300 ms from the moment the waiter is running. */
+	while (!sq_atomic_load32(&waiter_started))
+		sched_yield();
 	struct timespec hold = { 0, 300 * 1000000 };
 	nanosleep(&hold, NULL);
 	sq_spinlock_unlock(&lock);

@@ -26,6 +26,14 @@
 #define SQ_NOTHROW __attribute__((nothrow))
 #define SQ_WARN_RESULT __attribute__((warn_unused_result))
 #define SQ_INLINE static inline __attribute__((always_inline))
+#if defined(__has_attribute)
+#if __has_attribute(noescape)
+#define SQ_NOESCAPE __attribute__((noescape))
+#endif
+#endif
+#ifndef SQ_NOESCAPE
+#define SQ_NOESCAPE
+#endif
 #define SQ_LIKELY(x) __builtin_expect(!!(x), 1)
 #define SQ_UNLIKELY(x) __builtin_expect(!!(x), 0)
 

@@ -1,0 +1,310 @@
+/*
+ * SwiftQueues — dispatch groups.
+ *
+ * All of a group's state is one 64-bit word:
+ *
+ *   63            32 31          30          29             0
+ *   +--------------+------------+-----------+----------------+
+ *   |  generation  | HAS_NOTIFS | HAS_WAIT. |     count      |
+ *   +--------------+------------+-----------+----------------+
+ *
+ *   count       enters not yet balanced by a leave
+ *   HAS_WAIT.   a thread may sleep in sq_group_wait: the leave that empties
+ *               the group must wake it
+ *   HAS_NOTIFS  the notify list is not empty
+ *   generation  bumped by every leave that empties the group; waiters sleep
+ *               on this 32-bit half, so a waiter whose group emptied and
+ *               was entered again before it woke still sees the change
+ *
+ * The leave that takes count from 1 to 0 bumps the generation and clears
+ * both flags in the same compare-and-swap, so exactly one thread handles
+ * each emptying. enter and leave touch no lock; the notify list is guarded
+ * by a spin lock that only notify registration and an emptying leave with
+ * HAS_NOTIFS set take. Holding it across "count reaches 0, detach the list"
+ * is what keeps a notification registered after the group emptied and was
+ * entered again from firing early (the rdar://11445820 race).
+ *
+ * While count > 0 the group holds an internal reference on itself, so a
+ * group released with work pending still wakes its waiters and notifies.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+
+#define GROUP_COUNT_MASK 0x3fffffffull
+#define GROUP_HAS_WAITERS (1ull << 30)
+#define GROUP_HAS_NOTIFS (1ull << 31)
+#define GROUP_GEN_ONE (1ull << 32)
+#define GROUP_GEN_SHIFT 32
+
+/* One registered notification. */
+struct _sq_group_notify_s {
+	struct _sq_group_notify_s *next;
+	sq_queue_t queue; /* internal reference held while registered */
+	void *context;
+	sq_function_t function;
+};
+
+struct sq_group_s {
+	struct sq_object_s object;
+	uint64_t state;
+	sq_spinlock_t notify_lock;
+	struct _sq_group_notify_s *notify_head;  /* FIFO, under notify_lock */
+	struct _sq_group_notify_s **notify_tail;
+};
+
+/* What sq_group_async_f submits: runs the function, then leaves. */
+struct _sq_group_async_s {
+	struct sq_group_s *group;
+	void *context;
+	sq_function_t function;
+};
+
+/* The generation half of the state word, whatever the byte order. */
+static inline uint32_t *
+_sq_group_gen_word(struct sq_group_s *g)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	return (uint32_t *)(void *)&g->state;
+#else
+	return (uint32_t *)(void *)&g->state + 1;
+#endif
+}
+
+/* Submits (and frees) a detached list of notifications, in order. */
+static void
+_sq_group_notify_fire(struct _sq_group_notify_s *n)
+{
+	while (n != NULL) {
+		struct _sq_group_notify_s *next = n->next;
+		sq_async_f(n->queue, n->context, n->function);
+		_sq_release_internal(n->queue);
+		free(n);
+		n = next;
+	}
+}
+
+static void
+_sq_group_dispose(struct sq_object_s *object)
+{
+	struct sq_group_s *g = (struct sq_group_s *)object;
+	/* Empty by construction: notifications are only registered while
+	 * count > 0, and then the group holds itself alive. */
+	_sq_group_notify_fire(g->notify_head);
+	_sq_object_free(object);
+}
+
+static const struct sq_vtable_s _sq_group_vtable = {
+	.kind = "group",
+	.dispose = _sq_group_dispose,
+};
+
+sq_group_t
+sq_group_create(void)
+{
+	struct sq_group_s *g = _sq_object_alloc(&_sq_group_vtable, sizeof(*g));
+	g->notify_tail = &g->notify_head;
+	return g;
+}
+
+static void
+_sq_group_enter(struct sq_group_s *g)
+{
+	/* Relaxed: entering publishes nothing; the leaves carry the order. */
+	uint64_t old = __atomic_fetch_add(&g->state, 1, __ATOMIC_RELAXED);
+	uint64_t count = old & GROUP_COUNT_MASK;
+	if (SQ_UNLIKELY(count == GROUP_COUNT_MASK)) {
+		_sq_client_crash("sq_group_enter", "too many enters "
+				"(count overflow) on group '%s'",
+				_sq_object_label(g));
+	}
+	/* 0 -> 1: the group keeps itself alive until it is empty again.
+	 * The caller holds a reference, so the object cannot go away
+	 * between the add and this retain. */
+	if (count == 0)
+		_sq_retain_internal(g);
+}
+
+void
+sq_group_enter(sq_group_t group)
+{
+	_sq_object_validate("sq_group_enter", group);
+	_sq_group_enter(group);
+}
+
+static void
+_sq_group_leave(struct sq_group_s *g)
+{
+	struct _sq_group_notify_s *list = NULL;
+	bool locked = false;
+	/* Relaxed: a first guess for the CAS loop. */
+	uint64_t old = __atomic_load_n(&g->state, __ATOMIC_RELAXED);
+	uint64_t new;
+	for (;;) {
+		uint64_t count = old & GROUP_COUNT_MASK;
+		if (SQ_UNLIKELY(count == 0)) {
+			if (locked)
+				sq_spinlock_unlock(&g->notify_lock);
+			_sq_client_crash("sq_group_leave", "unbalanced leave: "
+					"group '%s' left more times than "
+					"entered", _sq_object_label(g));
+		}
+		if (count > 1) {
+			new = old - 1;
+		} else if ((old & GROUP_HAS_NOTIFS) && !locked) {
+			/* Emptying with notifications: detach the list in
+			 * the same critical section as the transition. */
+			sq_spinlock_lock(&g->notify_lock);
+			locked = true;
+			old = __atomic_load_n(&g->state, __ATOMIC_RELAXED);
+			continue;
+		} else {
+			new = (old - 1 + GROUP_GEN_ONE) &
+					~(GROUP_HAS_WAITERS | GROUP_HAS_NOTIFS);
+		}
+		/* Acq_rel: release publishes this member's work; the acquire
+		 * half lets the emptying leave (which fires notifications)
+		 * see every earlier member's work through the chain of
+		 * read-modify-writes on the state word. */
+		if (__atomic_compare_exchange_n(&g->state, &old, new, true,
+				__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			break;
+	}
+	if ((old & GROUP_COUNT_MASK) != 1) {
+		if (locked)
+			sq_spinlock_unlock(&g->notify_lock);
+		return;
+	}
+	if (locked) {
+		/* HAS_NOTIFS cannot be cleared by anyone else while we hold
+		 * the lock: only an emptying leave clears it, and it would
+		 * need the lock too. */
+		list = g->notify_head;
+		g->notify_head = NULL;
+		g->notify_tail = &g->notify_head;
+		sq_spinlock_unlock(&g->notify_lock);
+	}
+	if (old & GROUP_HAS_WAITERS)
+		_sq_futex_wake(_sq_group_gen_word(g), INT_MAX);
+	_sq_group_notify_fire(list);
+	/* Last: drop the reference taken when the group became non-empty. */
+	_sq_release_internal(g);
+}
+
+void
+sq_group_leave(sq_group_t group)
+{
+	_sq_object_validate("sq_group_leave", group);
+	_sq_group_leave(group);
+}
+
+intptr_t
+sq_group_wait(sq_group_t group, sq_time_t timeout)
+{
+	_sq_object_validate("sq_group_wait", group);
+	struct sq_group_s *g = group;
+	/* Acquire: seeing the group empty means seeing its members' work. */
+	uint64_t old = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+	for (;;) {
+		if ((old & GROUP_COUNT_MASK) == 0)
+			return 0;
+		if (timeout == SQ_TIME_NOW)
+			return ETIMEDOUT;
+		if (old & GROUP_HAS_WAITERS)
+			break;
+		/* Announce a sleeper. Acquire (both ways): the value read
+		 * may be the empty group we return on, as for the load. */
+		if (__atomic_compare_exchange_n(&g->state, &old,
+				old | GROUP_HAS_WAITERS, true,
+				__ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+			old |= GROUP_HAS_WAITERS;
+			break;
+		}
+	}
+	uint32_t gen = (uint32_t)(old >> GROUP_GEN_SHIFT);
+	for (;;) {
+		int r = _sq_futex_wait_until(_sq_group_gen_word(g), gen,
+				timeout);
+		/* Acquire: pairs with the emptying leave's release. */
+		uint64_t now = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+		if ((uint32_t)(now >> GROUP_GEN_SHIFT) != gen)
+			return 0; /* emptied since we looked (maybe reused) */
+		if (r == ETIMEDOUT)
+			return ETIMEDOUT;
+	}
+}
+
+void
+sq_group_notify_f(sq_group_t group, sq_queue_t queue, void *context,
+		sq_function_t function)
+{
+	_sq_object_validate("sq_group_notify_f", group);
+	_sq_object_validate("sq_group_notify_f", queue);
+	_SQ_REQUIRE_FUNCTION("sq_group_notify_f", function);
+	struct sq_group_s *g = group;
+
+	struct _sq_group_notify_s *n = malloc(sizeof(*n));
+	if (n == NULL)
+		_sq_client_crash("sq_group_notify_f", "out of memory");
+	n->next = NULL;
+	n->queue = queue;
+	n->context = context;
+	n->function = function;
+
+	sq_spinlock_lock(&g->notify_lock);
+	/* Acquire: if the group is empty, the notification must see the
+	 * members' work (pairs with the emptying leave's release). */
+	uint64_t old = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+	for (;;) {
+		if ((old & GROUP_COUNT_MASK) == 0) {
+			sq_spinlock_unlock(&g->notify_lock);
+			free(n);
+			sq_async_f(queue, context, function);
+			return;
+		}
+		if (old & GROUP_HAS_NOTIFS)
+			break;
+		/* Acquire (both ways), as for the load: on failure the
+		 * value read may be the empty group we submit on. The lock
+		 * orders the list itself. */
+		if (__atomic_compare_exchange_n(&g->state, &old,
+				old | GROUP_HAS_NOTIFS, true,
+				__ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+			break;
+	}
+	_sq_retain_internal(queue);
+	*g->notify_tail = n;
+	g->notify_tail = &n->next;
+	sq_spinlock_unlock(&g->notify_lock);
+}
+
+static void
+_sq_group_async_invoke(void *context)
+{
+	struct _sq_group_async_s *a = context;
+	struct sq_group_s *g = a->group;
+	void *ctx = a->context;
+	sq_function_t fn = a->function;
+	free(a);
+	fn(ctx);
+	/* The group may have been released by the program: our enter keeps
+	 * it alive until this leave. */
+	_sq_group_leave(g);
+}
+
+void
+sq_group_async_f(sq_group_t group, sq_queue_t queue, void *context,
+		sq_function_t function)
+{
+	_sq_object_validate("sq_group_async_f", group);
+	_sq_object_validate("sq_group_async_f", queue);
+	_SQ_REQUIRE_FUNCTION("sq_group_async_f", function);
+	struct _sq_group_async_s *a = malloc(sizeof(*a));
+	if (a == NULL)
+		_sq_client_crash("sq_group_async_f", "out of memory");
+	a->group = group;
+	a->context = context;
+	a->function = function;
+	_sq_group_enter(group);
+	sq_async_f(queue, a, _sq_group_async_invoke);
+}

@@ -1,0 +1,165 @@
+/*
+ * SwiftQueues — the object model: reference counts, context, finalizer,
+ * and the dispatch of suspend / resume / activate / set_target to each type.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void *
+_sq_object_alloc(const struct sq_vtable_s *vtable, size_t size)
+{
+	struct sq_object_s *o = calloc(1, size);
+	if (o == NULL)
+		_sq_client_crash(vtable->kind, "out of memory");
+	o->vtable = vtable;
+	o->xref = 1;
+	o->ref = 1;
+	return o;
+}
+
+void
+_sq_object_free(struct sq_object_s *object)
+{
+	free(object->label);
+	/* Poison: a release that comes after this (an over-release) has a
+	 * chance to read it instead of a plausible count. */
+	__atomic_store_n(&object->xref, SQ_REF_FREED, __ATOMIC_RELAXED);
+	free(object);
+}
+
+void
+_sq_object_validate(const char *call, const void *object)
+{
+	const struct sq_object_s *o = object;
+	if (SQ_UNLIKELY(o == NULL))
+		_sq_client_crash(call, "object is NULL");
+	int32_t xref = __atomic_load_n(&o->xref, __ATOMIC_RELAXED);
+	if (SQ_UNLIKELY(xref <= SQ_REF_FREED / 2))
+		_sq_client_crash(call, "use of an object that was released "
+				"and destroyed");
+}
+
+static void
+_sq_object_finalize(void *object)
+{
+	struct sq_object_s *o = object;
+	o->finalizer(o->context);
+	o->vtable->dispose(o);
+}
+
+void
+_sq_object_last_internal_release(struct sq_object_s *o)
+{
+	if (o->finalizer != NULL && o->context != NULL) {
+		/* The finalizer runs on the object's target queue, after all of
+		 * the object's own work (which held the references). The queue
+		 * is still alive: the object holds it until dispose. */
+		sq_queue_t target = o->target ? o->target
+				: sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+		sq_async_f(target, o, _sq_object_finalize);
+		return;
+	}
+	o->vtable->dispose(o);
+}
+
+void
+sq_retain(sq_object_t object)
+{
+	_sq_object_validate("sq_retain", object);
+	struct sq_object_s *o = object;
+	if (_sq_object_is_immortal(o))
+		return;
+	int32_t old = __atomic_fetch_add(&o->xref, 1, __ATOMIC_RELAXED);
+	if (SQ_UNLIKELY(old <= 0)) {
+		_sq_client_crash("sq_retain", "%s '%s' was already released",
+				o->vtable->kind, _sq_object_label(o));
+	}
+}
+
+void
+sq_release(sq_object_t object)
+{
+	_sq_object_validate("sq_release", object);
+	struct sq_object_s *o = object;
+	if (_sq_object_is_immortal(o))
+		return;
+	/* Acq_rel, as for _sq_release_internal. */
+	int32_t n = __atomic_sub_fetch(&o->xref, 1, __ATOMIC_ACQ_REL);
+	if (SQ_LIKELY(n > 0))
+		return;
+	if (SQ_UNLIKELY(n < 0)) {
+		_sq_client_crash("sq_release", "over-release of %s '%s'",
+				o->vtable->kind, _sq_object_label(o));
+	}
+	if (o->vtable->last_external_release)
+		o->vtable->last_external_release(o);
+	_sq_release_internal(o);
+}
+
+void *
+sq_get_context(sq_object_t object)
+{
+	_sq_object_validate("sq_get_context", object);
+	struct sq_object_s *o = object;
+	return __atomic_load_n(&o->context, __ATOMIC_ACQUIRE);
+}
+
+void
+sq_set_context(sq_object_t object, void *context)
+{
+	_sq_object_validate("sq_set_context", object);
+	struct sq_object_s *o = object;
+	if (_sq_object_is_immortal(o))
+		return; /* global and main queues: ignored (seed 002) */
+	__atomic_store_n(&o->context, context, __ATOMIC_RELEASE);
+}
+
+void
+sq_set_finalizer_f(sq_object_t object, sq_function_t finalizer)
+{
+	_sq_object_validate("sq_set_finalizer_f", object);
+	struct sq_object_s *o = object;
+	if (_sq_object_is_immortal(o))
+		return;
+	__atomic_store_n(&o->finalizer, finalizer, __ATOMIC_RELEASE);
+}
+
+void
+sq_suspend(sq_object_t object)
+{
+	_sq_object_validate("sq_suspend", object);
+	struct sq_object_s *o = object;
+	if (o->vtable->suspend)
+		o->vtable->suspend(o);
+}
+
+void
+sq_resume(sq_object_t object)
+{
+	_sq_object_validate("sq_resume", object);
+	struct sq_object_s *o = object;
+	if (o->vtable->resume)
+		o->vtable->resume(o);
+}
+
+void
+sq_activate(sq_object_t object)
+{
+	_sq_object_validate("sq_activate", object);
+	struct sq_object_s *o = object;
+	if (o->vtable->activate)
+		o->vtable->activate(o);
+}
+
+void
+sq_set_target_queue(sq_object_t object, sq_queue_t queue)
+{
+	_sq_object_validate("sq_set_target_queue", object);
+	struct sq_object_s *o = object;
+	if (queue == NULL)
+		queue = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	if (o->vtable->set_target)
+		o->vtable->set_target(o, queue);
+}

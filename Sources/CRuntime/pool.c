@@ -1,0 +1,759 @@
+/*
+ * SwiftQueues — the worker pool: root queues, workers, local run queues,
+ * stealing, parking and blocking compensation.
+ *
+ * - Four root queues (HIGH, DEFAULT, LOW, BACKGROUND), each a liburcu
+ *   wfcqueue: any thread appends wait-free; workers take one job at a time
+ *   under a small per-root spin lock (wfcqueue consumers must exclude each
+ *   other).
+ * - Each worker owns a ring of 256 jobs (Go's run queue): the owner appends
+ *   without a read-modify-write, the owner and thieves take from the head
+ *   with a CAS. A worker's submissions to the root it is running go to its
+ *   own ring: hot in its cache, and stealable by idle workers.
+ * - A worker looks: its ring, then the root queues (by priority, with aging
+ *   so LOW and BACKGROUND are never starved; every 61st look starts with
+ *   the roots for fairness), then the other workers' rings; then it parks.
+ * - Parking is a futex per worker; idle workers form a LIFO stack, so the
+ *   most recently active (cache-warm) one is woken first. A submission wakes
+ *   a worker only when nobody is searching, and at most one idle worker spins
+ *   before sleeping: a burst wakes one thread, which wakes the next only if
+ *   it finds work to spare.
+ * - Workers are started on demand up to the number of usable CPUs. When
+ *   every worker is busy, work is waiting and some workers are blocked (not
+ *   runnable in /proc), a monitor thread adds workers within milliseconds,
+ *   up to SQ_MAX_THREADS; extra workers retire after 5 idle seconds.
+ */
+#include "queue_internal.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define SQ_RING_SIZE 256u
+#define SQ_POOL_MAX_THREADS 512
+#define SQ_DEFAULT_MAX_THREADS 64
+#define SQ_SPIN_ROUNDS 256
+#define SQ_RETIRE_AFTER_NS (5 * NSEC_PER_SEC)
+#define SQ_MONITOR_INTERVAL_NS (2 * NSEC_PER_MSEC)
+#define SQ_BACKGROUND_NICE 10
+
+/* Ring entries carry the root index of the job in their low bits. */
+#define SQ_RING_ROOT_MASK ((uintptr_t)3)
+
+struct sq_ring_s {
+	uint32_t head; /* CAS by the owner and by thieves */
+	uint32_t tail; /* written by the owner only */
+	uintptr_t slots[SQ_RING_SIZE];
+};
+
+enum sq_worker_slot {
+	SQ_SLOT_FREE = 0,
+	SQ_SLOT_LIVE = 1,
+};
+
+struct sq_worker_s {
+	_Alignas(SQ_CACHELINE) struct sq_ring_s ring;
+	uint32_t slot_state; /* SQ_SLOT_*, under the spawn lock */
+	uint32_t parked;     /* futex word: 1 while parked */
+	bool searching;      /* counted in _sq_pool.searching */
+	bool niced;
+	bool on_idle_stack;  /* under the idle lock */
+	int root;            /* root index of the job being run */
+	uint32_t tick;
+	uint64_t jobs;       /* jobs started; read by the monitor */
+	pid_t tid;
+	int stat_fd;
+	char name[16];       /* the thread's current name */
+	struct sq_worker_s *next_idle;
+};
+
+struct sq_root_rq_s {
+	_Alignas(SQ_CACHELINE) struct __cds_wfcq_head head;
+	sq_spinlock_t lock;
+	_Alignas(SQ_CACHELINE) struct cds_wfcq_tail tail;
+};
+
+static struct {
+	struct sq_root_rq_s roots[SQ_ROOT_COUNT];
+	int width;       /* workers kept: usable CPUs or SQ_WORKERS */
+	int max_threads; /* SQ_MAX_THREADS */
+	int32_t live;    /* worker threads alive */
+	int32_t slots;   /* high-water mark of worker slots ever used */
+	int32_t searching;
+	int32_t spinning;
+	int32_t nidle;
+	uint32_t pop_counter;
+	sq_spinlock_t spawn_lock;
+	sq_spinlock_t idle_lock;
+	struct sq_worker_s *idle;
+	pthread_attr_t thread_attr;
+	/* The monitor: started on the first saturation; sleeps on `kick`
+	 * while the pool is not saturated. */
+	sq_once_t monitor_once;
+	uint32_t monitor_kick;
+	struct sq_worker_s workers[SQ_POOL_MAX_THREADS];
+} _sq_pool;
+
+static sq_once_t _sq_pool_once;
+static __thread struct sq_worker_s *_sq_self;
+__thread int _sq_apply_depth;
+
+static const char *const _sq_root_thread_names[SQ_ROOT_COUNT] = {
+	"sq.high", "sq.default", "sq.low", "sq.background",
+};
+
+/* ---- Sizing ----------------------------------------------------------- */
+
+/* CPUs allowed by the cgroup's CPU quota (v2, then v1), or 0 for none. */
+static int
+_sq_cgroup_cpus(void)
+{
+	char buf[128];
+	long long quota = -1, period = 0;
+	FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+	if (f) {
+		if (fgets(buf, sizeof(buf), f) &&
+				sscanf(buf, "%lld %lld", &quota, &period) != 2)
+			quota = -1; /* "max 100000": no quota */
+		fclose(f);
+	} else {
+		f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r");
+		if (f) {
+			if (fscanf(f, "%lld", &quota) != 1)
+				quota = -1;
+			fclose(f);
+		}
+		f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r");
+		if (f) {
+			if (fscanf(f, "%lld", &period) != 1)
+				period = 0;
+			fclose(f);
+		}
+	}
+	if (quota <= 0 || period <= 0)
+		return 0;
+	return (int)((quota + period - 1) / period);
+}
+
+static int
+_sq_usable_cpus(void)
+{
+	int cpus = 0;
+	cpu_set_t set;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		cpus = CPU_COUNT(&set);
+	if (cpus <= 0)
+		cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	int quota = _sq_cgroup_cpus();
+	if (quota > 0 && quota < cpus)
+		cpus = quota;
+	return cpus > 0 ? cpus : 1;
+}
+
+static int
+_sq_env_int(const char *name, int fallback, int min, int max)
+{
+	const char *v = getenv(name);
+	if (v == NULL || *v == '\0')
+		return fallback;
+	char *end;
+	long n = strtol(v, &end, 10);
+	if (*end != '\0' || n < min)
+		return fallback;
+	return n > max ? max : (int)n;
+}
+
+static void
+_sq_pool_init_once(void *unused)
+{
+	for (int i = 0; i < SQ_ROOT_COUNT; i++)
+		__cds_wfcq_init(&_sq_pool.roots[i].head, &_sq_pool.roots[i].tail);
+	_sq_pool.width = _sq_env_int("SQ_WORKERS", _sq_usable_cpus(), 1,
+			SQ_POOL_MAX_THREADS);
+	int max = _sq_env_int("SQ_MAX_THREADS", SQ_DEFAULT_MAX_THREADS, 1,
+			SQ_POOL_MAX_THREADS);
+	_sq_pool.max_threads = max < _sq_pool.width ? _sq_pool.width : max;
+	pthread_attr_init(&_sq_pool.thread_attr);
+	pthread_attr_setdetachstate(&_sq_pool.thread_attr,
+			PTHREAD_CREATE_DETACHED);
+}
+
+void
+_sq_pool_init(void)
+{
+	sq_once_f(&_sq_pool_once, NULL, _sq_pool_init_once);
+}
+
+int
+_sq_pool_width(void)
+{
+	_sq_pool_init();
+	return _sq_pool.width;
+}
+
+bool
+_sq_thread_is_worker(void)
+{
+	return _sq_self != NULL;
+}
+
+/* ---- Local rings ------------------------------------------------------- */
+
+static bool
+_sq_ring_push(struct sq_ring_s *r, uintptr_t entry)
+{
+	uint32_t t = r->tail; /* only the owner writes it */
+	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	if (t - h >= SQ_RING_SIZE)
+		return false;
+	__atomic_store_n(&r->slots[t % SQ_RING_SIZE], entry, __ATOMIC_RELAXED);
+	/* Release: a thief that sees the new tail sees the slot. */
+	__atomic_store_n(&r->tail, t + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* Takes the oldest entry (owner or thief); 0 when empty. */
+static uintptr_t
+_sq_ring_pop(struct sq_ring_s *r)
+{
+	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	for (;;) {
+		uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		if (h == t)
+			return 0;
+		uintptr_t entry = __atomic_load_n(&r->slots[h % SQ_RING_SIZE],
+				__ATOMIC_RELAXED);
+		/* If the CAS fails the slot may have been reused: the entry
+		 * read above is discarded and we retry with the new head. */
+		if (__atomic_compare_exchange_n(&r->head, &h, h + 1, false,
+				__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return entry;
+	}
+}
+
+static inline bool
+_sq_ring_empty(struct sq_ring_s *r)
+{
+	return __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) ==
+			__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+}
+
+/* ---- Root queues ----------------------------------------------------- */
+
+static struct sq_job_s *
+_sq_root_pop(int index)
+{
+	struct sq_root_rq_s *rq = &_sq_pool.roots[index];
+	if (cds_wfcq_empty(&rq->head, &rq->tail))
+		return NULL;
+	struct cds_wfcq_node *n;
+	unsigned attempts = 0;
+	sq_spinlock_lock(&rq->lock);
+	for (;;) {
+		n = __cds_wfcq_dequeue_nonblocking(&rq->head, &rq->tail);
+		if (n != CDS_WFCQ_WOULDBLOCK)
+			break;
+		/* A producer is between its exchange and its link store. */
+		if (++attempts < 64)
+			_sq_cpu_relax();
+		else
+			sched_yield();
+	}
+	sq_spinlock_unlock(&rq->lock);
+	if (n != NULL)
+		_sq_tsan_acquire(n);
+	return (struct sq_job_s *)n;
+}
+
+/* Takes from the roots by priority; one look in 16 starts with LOW and
+ * one in 64 with BACKGROUND, so they advance even under a flood of HIGH. */
+static struct sq_job_s *
+_sq_roots_pop(int *root)
+{
+	uint32_t c = __atomic_fetch_add(&_sq_pool.pop_counter, 1,
+			__ATOMIC_RELAXED);
+	int first = -1;
+	if (c % 64 == 63)
+		first = SQ_ROOT_BACKGROUND;
+	else if (c % 16 == 15)
+		first = SQ_ROOT_LOW;
+	if (first >= 0) {
+		struct sq_job_s *job = _sq_root_pop(first);
+		if (job) {
+			*root = first;
+			return job;
+		}
+	}
+	for (int i = 0; i < SQ_ROOT_COUNT; i++) {
+		struct sq_job_s *job = _sq_root_pop(i);
+		if (job) {
+			*root = i;
+			return job;
+		}
+	}
+	return NULL;
+}
+
+static bool
+_sq_roots_empty(void)
+{
+	for (int i = 0; i < SQ_ROOT_COUNT; i++)
+		if (!cds_wfcq_empty(&_sq_pool.roots[i].head,
+				&_sq_pool.roots[i].tail))
+			return false;
+	return true;
+}
+
+/* Whether any work is visible to a looking worker. */
+static bool
+_sq_pool_has_work(void)
+{
+	if (!_sq_roots_empty())
+		return true;
+	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < slots; i++) {
+		struct sq_worker_s *w = &_sq_pool.workers[i];
+		if (__atomic_load_n(&w->slot_state, __ATOMIC_ACQUIRE) ==
+				SQ_SLOT_LIVE && !_sq_ring_empty(&w->ring))
+			return true;
+	}
+	return false;
+}
+
+/* ---- Idle stack, waking, spawning ------------------------------------ */
+
+static void
+_sq_idle_push(struct sq_worker_s *w)
+{
+	sq_spinlock_lock(&_sq_pool.idle_lock);
+	w->next_idle = _sq_pool.idle;
+	_sq_pool.idle = w;
+	w->on_idle_stack = true;
+	__atomic_add_fetch(&_sq_pool.nidle, 1, __ATOMIC_SEQ_CST);
+	sq_spinlock_unlock(&_sq_pool.idle_lock);
+}
+
+static struct sq_worker_s *
+_sq_idle_pop(void)
+{
+	sq_spinlock_lock(&_sq_pool.idle_lock);
+	struct sq_worker_s *w = _sq_pool.idle;
+	if (w) {
+		_sq_pool.idle = w->next_idle;
+		w->on_idle_stack = false;
+		__atomic_sub_fetch(&_sq_pool.nidle, 1, __ATOMIC_SEQ_CST);
+	}
+	sq_spinlock_unlock(&_sq_pool.idle_lock);
+	return w;
+}
+
+/* Takes w off the idle stack if it is still there. */
+static bool
+_sq_idle_remove(struct sq_worker_s *w)
+{
+	bool removed = false;
+	sq_spinlock_lock(&_sq_pool.idle_lock);
+	if (w->on_idle_stack) {
+		struct sq_worker_s **link = &_sq_pool.idle;
+		while (*link != w)
+			link = &(*link)->next_idle;
+		*link = w->next_idle;
+		w->on_idle_stack = false;
+		__atomic_sub_fetch(&_sq_pool.nidle, 1, __ATOMIC_SEQ_CST);
+		removed = true;
+	}
+	sq_spinlock_unlock(&_sq_pool.idle_lock);
+	return removed;
+}
+
+static void *_sq_worker_main(void *arg);
+static void _sq_monitor_kick(void);
+
+/* Starts a worker that begins as a searcher (the caller counted it in
+ * `searching`). Returns false at the thread cap or on failure. */
+static bool
+_sq_pool_spawn(void)
+{
+	struct sq_worker_s *w = NULL;
+	sq_spinlock_lock(&_sq_pool.spawn_lock);
+	if (__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED) <
+			_sq_pool.max_threads) {
+		for (int i = 0; i < SQ_POOL_MAX_THREADS; i++) {
+			if (_sq_pool.workers[i].slot_state == SQ_SLOT_FREE) {
+				w = &_sq_pool.workers[i];
+				if (i >= _sq_pool.slots)
+					__atomic_store_n(&_sq_pool.slots, i + 1,
+							__ATOMIC_RELEASE);
+				break;
+			}
+		}
+	}
+	if (w) {
+		w->searching = true;
+		w->parked = 0;
+		w->root = SQ_ROOT_DEFAULT;
+		__atomic_store_n(&w->slot_state, SQ_SLOT_LIVE, __ATOMIC_RELEASE);
+		__atomic_add_fetch(&_sq_pool.live, 1, __ATOMIC_SEQ_CST);
+	}
+	sq_spinlock_unlock(&_sq_pool.spawn_lock);
+	if (w == NULL)
+		return false;
+
+	pthread_t thread;
+	if (pthread_create(&thread, &_sq_pool.thread_attr, _sq_worker_main,
+			w) != 0) {
+		sq_spinlock_lock(&_sq_pool.spawn_lock);
+		__atomic_store_n(&w->slot_state, SQ_SLOT_FREE, __ATOMIC_RELEASE);
+		__atomic_sub_fetch(&_sq_pool.live, 1, __ATOMIC_SEQ_CST);
+		sq_spinlock_unlock(&_sq_pool.spawn_lock);
+		return false;
+	}
+	return true;
+}
+
+/* Gets one more worker looking for work, unless one already is. */
+static void
+_sq_pool_notify(void)
+{
+	/* Seq-cst load after the job's (full-barrier) enqueue: a searcher
+	 * that stops searching looks at the queues after its decrement. */
+	if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST) != 0)
+		return;
+	int32_t zero = 0;
+	if (!__atomic_compare_exchange_n(&_sq_pool.searching, &zero, 1, false,
+			__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return;
+	struct sq_worker_s *w = _sq_idle_pop();
+	if (w) {
+		w->searching = true;
+		/* Release: the worker sees `searching` before it runs. */
+		__atomic_store_n(&w->parked, 0, __ATOMIC_RELEASE);
+		_sq_futex_wake(&w->parked, 1);
+		return;
+	}
+	if (__atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) < _sq_pool.width
+			&& _sq_pool_spawn())
+		return;
+	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+	/* Everyone is busy: let the monitor judge whether they are blocked. */
+	_sq_monitor_kick();
+}
+
+void
+_sq_pool_push(int root, struct sq_job_s *job)
+{
+	_sq_pool_init();
+	struct sq_worker_s *w = _sq_self;
+	job->link.next = NULL;
+	_sq_tsan_release(job); /* after our last plain write to the job */
+	if (w != NULL && w->root == root &&
+			_sq_ring_push(&w->ring, (uintptr_t)job | (uintptr_t)root)) {
+		/* Full fence: pairs with the parking worker's look. */
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	} else {
+		struct sq_root_rq_s *rq = &_sq_pool.roots[root];
+		cds_wfcq_enqueue(&rq->head, &rq->tail, &job->link);
+	}
+	_sq_pool_notify();
+}
+
+/* ---- Workers ------------------------------------------------------------ */
+
+/* A searching worker found work: if it was the last searcher and more
+ * work is waiting, get another worker looking. */
+static void
+_sq_worker_stop_searching(struct sq_worker_s *w)
+{
+	w->searching = false;
+	if (__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST) == 0
+			&& _sq_pool_has_work())
+		_sq_pool_notify();
+}
+
+static struct sq_job_s *
+_sq_steal(struct sq_worker_s *self, int *root)
+{
+	uint32_t slots = (uint32_t)__atomic_load_n(&_sq_pool.slots,
+			__ATOMIC_ACQUIRE);
+	uint32_t start = self->tick * 2654435761u;
+	for (uint32_t k = 0; k < slots; k++) {
+		struct sq_worker_s *v = &_sq_pool.workers[(start + k) % slots];
+		if (v == self || __atomic_load_n(&v->slot_state,
+				__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
+			continue;
+		uintptr_t entry = _sq_ring_pop(&v->ring);
+		if (entry) {
+			*root = (int)(entry & SQ_RING_ROOT_MASK);
+			return (struct sq_job_s *)(entry & ~SQ_RING_ROOT_MASK);
+		}
+	}
+	return NULL;
+}
+
+static struct sq_job_s *
+_sq_find_work(struct sq_worker_s *w, int *root)
+{
+	struct sq_job_s *job;
+	if (++w->tick % 61 == 0 && (job = _sq_roots_pop(root)))
+		return job;
+	uintptr_t entry = _sq_ring_pop(&w->ring);
+	if (entry) {
+		*root = (int)(entry & SQ_RING_ROOT_MASK);
+		return (struct sq_job_s *)(entry & ~SQ_RING_ROOT_MASK);
+	}
+	if ((job = _sq_roots_pop(root)))
+		return job;
+	return _sq_steal(w, root);
+}
+
+/* Names the thread after the queue it runs (first 15 characters); the
+ * system call is made only when the name changes. Compared by content: a
+ * new queue's label may reuse a freed label's address. */
+static void
+_sq_worker_set_name(struct sq_worker_s *w, const char *label)
+{
+	if (strncmp(w->name, label, sizeof(w->name) - 1) == 0)
+		return;
+	snprintf(w->name, sizeof(w->name), "%s", label);
+	pthread_setname_np(pthread_self(), w->name);
+}
+
+static void
+_sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root)
+{
+	__atomic_store_n(&w->jobs, w->jobs + 1, __ATOMIC_RELAXED);
+	_sq_tsan_acquire(job);
+
+	/* BACKGROUND work runs at a low OS priority; other work at the
+	 * normal one. Raising it back may be refused to an unprivileged
+	 * process: then the worker stays niced (see docs/ARCHITECTURE.md). */
+	if (root == SQ_ROOT_BACKGROUND && !w->niced) {
+		if (setpriority(PRIO_PROCESS, (id_t)w->tid,
+				SQ_BACKGROUND_NICE) == 0)
+			w->niced = true;
+	} else if (root != SQ_ROOT_BACKGROUND && w->niced) {
+		if (setpriority(PRIO_PROCESS, (id_t)w->tid, 0) == 0)
+			w->niced = false;
+	}
+	w->root = root;
+
+	struct sq_queue_s *q;
+	if (job->kind == SQ_JOB_QUEUE)
+		q = caa_container_of(job, struct sq_queue_s, job);
+	else
+		q = ((struct sq_cont_s *)job)->queue;
+	if (_sq_queue_is_root(q))
+		_sq_worker_set_name(w, _sq_root_thread_names[q->root_index]);
+	else
+		_sq_worker_set_name(w, _sq_object_label(q));
+
+	_sq_job_run(job);
+}
+
+/* Parks w until there is work; returns false when w should retire. */
+static bool
+_sq_worker_park(struct sq_worker_s *w)
+{
+	if (w->searching) {
+		w->searching = false;
+		__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+		/* We may have been the searcher a submitter counted on. */
+		if (_sq_pool_has_work())
+			return true;
+	}
+
+	/* At most one idle worker spins, counted as a searcher so that
+	 * submissions do not wake anyone else meanwhile. */
+	int32_t zero = 0;
+	if (__atomic_compare_exchange_n(&_sq_pool.spinning, &zero, 1, false,
+			__ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+		w->searching = true;
+		__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+		for (int i = 0; i < SQ_SPIN_ROUNDS; i++) {
+			if (_sq_pool_has_work()) {
+				__atomic_store_n(&_sq_pool.spinning, 0,
+						__ATOMIC_SEQ_CST);
+				return true;
+			}
+			for (int k = 0; k < 16; k++)
+				_sq_cpu_relax();
+		}
+		__atomic_store_n(&_sq_pool.spinning, 0, __ATOMIC_SEQ_CST);
+		w->searching = false;
+		__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+		if (_sq_pool_has_work())
+			return true;
+	}
+
+	__atomic_store_n(&w->parked, 1, __ATOMIC_RELAXED);
+	_sq_idle_push(w);
+	/* Pairs with the submitter's enqueue-then-notify: either it finds
+	 * us on the idle stack, or we see its job here. */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (_sq_pool_has_work() && _sq_idle_remove(w)) {
+		__atomic_store_n(&w->parked, 0, __ATOMIC_RELAXED);
+		return true;
+	}
+
+	for (;;) {
+		int32_t live = __atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED);
+		sq_time_t deadline = live > _sq_pool.width
+				? sq_time(SQ_TIME_NOW, (int64_t)SQ_RETIRE_AFTER_NS)
+				: SQ_TIME_FOREVER;
+		int r = 0;
+		/* Acquire: pairs with the waker's release (w->searching). */
+		while (__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE) == 1 &&
+				r != ETIMEDOUT)
+			r = _sq_futex_wait_until(&w->parked, 1, deadline);
+		if (__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE) == 0)
+			return true;
+		/* Idle for a while: retire if we are an extra worker and
+		 * nobody is waking us right now. */
+		live = __atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED);
+		while (live > _sq_pool.width) {
+			if (!_sq_idle_remove(w))
+				break; /* being woken: wait for it */
+			if (__atomic_compare_exchange_n(&_sq_pool.live, &live,
+					live - 1, false, __ATOMIC_SEQ_CST,
+					__ATOMIC_RELAXED))
+				return false;
+			_sq_idle_push(w);
+		}
+	}
+}
+
+static void *
+_sq_worker_main(void *arg)
+{
+	struct sq_worker_s *w = arg;
+	_sq_self = w;
+	w->tid = gettid();
+	w->name[0] = '\0';
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)w->tid);
+	w->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+	_sq_worker_set_name(w, "sq.worker");
+
+	for (;;) {
+		int root = SQ_ROOT_DEFAULT;
+		struct sq_job_s *job = _sq_find_work(w, &root);
+		if (job) {
+			if (w->searching)
+				_sq_worker_stop_searching(w);
+			_sq_worker_run(w, job, root);
+			continue;
+		}
+		if (!_sq_worker_park(w))
+			break;
+	}
+
+	/* Retired: `live` was decremented by the park loop. */
+	if (w->stat_fd >= 0)
+		close(w->stat_fd);
+	w->stat_fd = -1;
+	w->niced = false;
+	_sq_self = NULL;
+	sq_spinlock_lock(&_sq_pool.spawn_lock);
+	__atomic_store_n(&w->slot_state, SQ_SLOT_FREE, __ATOMIC_RELEASE);
+	sq_spinlock_unlock(&_sq_pool.spawn_lock);
+	return NULL;
+}
+
+/* ---- Blocking compensation -------------------------------------------- */
+
+/* Whether the worker's thread is runnable ('R') according to /proc. */
+static bool
+_sq_worker_runnable(struct sq_worker_s *w)
+{
+	char buf[256];
+	if (w->stat_fd < 0)
+		return true;
+	ssize_t n = pread(w->stat_fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	return p == NULL || p[1] == '\0' || p[2] == 'R';
+}
+
+static void *
+_sq_monitor_main(void *unused)
+{
+	static uint64_t last_jobs[SQ_POOL_MAX_THREADS];
+	int pending_ticks = 0;
+	pthread_setname_np(pthread_self(), "sq.monitor");
+
+	for (;;) {
+		if (!_sq_pool_has_work()) {
+			pending_ticks = 0;
+			/* Sleep until a submission finds everyone busy. */
+			__atomic_store_n(&_sq_pool.monitor_kick, 0,
+					__ATOMIC_SEQ_CST);
+			if (!_sq_pool_has_work())
+				_sq_futex_wait(&_sq_pool.monitor_kick, 0, NULL);
+			continue;
+		}
+		struct timespec tick = { 0, (long)SQ_MONITOR_INTERVAL_NS };
+		nanosleep(&tick, NULL);
+
+		if (!_sq_pool_has_work() ||
+				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) ||
+				__atomic_load_n(&_sq_pool.searching,
+					__ATOMIC_SEQ_CST)) {
+			pending_ticks = 0;
+			continue;
+		}
+		/* Workers that made no progress since the last tick and are
+		 * not runnable are blocked (sleeping, waiting on I/O). */
+		int busy = 0, blocked = 0;
+		int32_t slots = __atomic_load_n(&_sq_pool.slots,
+				__ATOMIC_ACQUIRE);
+		for (int i = 0; i < slots; i++) {
+			struct sq_worker_s *w = &_sq_pool.workers[i];
+			if (__atomic_load_n(&w->slot_state, __ATOMIC_ACQUIRE) !=
+					SQ_SLOT_LIVE)
+				continue;
+			uint64_t jobs = __atomic_load_n(&w->jobs,
+					__ATOMIC_RELAXED);
+			busy++;
+			if (jobs == last_jobs[i] && !_sq_worker_runnable(w))
+				blocked++;
+			last_jobs[i] = jobs;
+		}
+		if (++pending_ticks < 2)
+			continue;
+		int runnable = busy - blocked;
+		for (int add = _sq_pool.width - runnable; add > 0; add--) {
+			__atomic_add_fetch(&_sq_pool.searching, 1,
+					__ATOMIC_SEQ_CST);
+			if (!_sq_pool_spawn()) {
+				__atomic_sub_fetch(&_sq_pool.searching, 1,
+						__ATOMIC_SEQ_CST);
+				break;
+			}
+		}
+	}
+	return NULL;
+}
+
+static void
+_sq_monitor_start(void *unused)
+{
+	pthread_t thread;
+	if (pthread_create(&thread, &_sq_pool.thread_attr, _sq_monitor_main,
+			NULL) != 0)
+		_sq_client_crash("sq_async_f", "cannot start the pool "
+				"monitor thread: %s", strerror(errno));
+}
+
+static void
+_sq_monitor_kick(void)
+{
+	sq_once_f(&_sq_pool.monitor_once, NULL, _sq_monitor_start);
+	if (__atomic_exchange_n(&_sq_pool.monitor_kick, 1, __ATOMIC_SEQ_CST)
+			== 0)
+		_sq_futex_wake(&_sq_pool.monitor_kick, 1);
+}

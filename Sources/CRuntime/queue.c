@@ -1,0 +1,1123 @@
+/*
+ * SwiftQueues — serial, concurrent, global and main queues: creation,
+ * the state machine, submission, draining, sync, labels, queue-specific
+ * data and the current queue. The worker pool that runs root-queue jobs is
+ * pool.c; sq_apply_f is apply.c; the main thread's side is main.c.
+ *
+ * A serial queue is a wfcqueue of jobs plus one state word. The submission
+ * that finds the queue empty sets ENQUEUED and pushes the queue itself onto
+ * its target (a root queue, or another queue's tasks); whoever runs that job
+ * is the queue's only drainer. The drainer runs up to a budget of tasks,
+ * then puts the queue back at the end of its target, so one busy queue
+ * cannot starve the others. When the queue runs dry the drainer clears
+ * ENQUEUED and looks once more: a task that arrived in between is seen
+ * either by the submitter (ENQUEUED clear: it wakes the queue) or by the
+ * drainer's second look — both sides use sequentially consistent operations
+ * so at least one of them sees the other.
+ *
+ * A concurrent queue drains the same way, but instead of running a task it
+ * forwards it to its target and counts it as running; a barrier is held
+ * back until nothing runs, then runs on the drainer's thread, alone.
+ */
+#include "queue_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SQ_DRAIN_BUDGET 64u
+#define SQ_CONCURRENT_DRAIN_BUDGET 256u
+#define SQ_MAX_TARGET_DEPTH 64
+
+__thread struct sq_frame_s *_sq_current_frame;
+
+static void _sq_queue_dispose(struct sq_object_s *object);
+static void _sq_queue_suspend(struct sq_object_s *object);
+static void _sq_queue_resume(struct sq_object_s *object);
+static void _sq_queue_activate(struct sq_object_s *object);
+static void _sq_queue_set_target(struct sq_object_s *object,
+		struct sq_queue_s *target);
+static void _sq_queue_last_external_release(struct sq_object_s *object);
+
+static const struct sq_vtable_s _sq_queue_vtable = {
+	.kind = "queue",
+	.dispose = _sq_queue_dispose,
+	.suspend = _sq_queue_suspend,
+	.resume = _sq_queue_resume,
+	.activate = _sq_queue_activate,
+	.set_target = _sq_queue_set_target,
+	.last_external_release = _sq_queue_last_external_release,
+};
+
+/* Global and main queues: immortal, not suspendable, not retargetable. */
+static const struct sq_vtable_s _sq_static_queue_vtable = {
+	.kind = "queue",
+};
+
+#define SQ_STATIC_QUEUE(t, index, name)                                        \
+	{                                                                      \
+		.obj = {                                                       \
+			.vtable = &_sq_static_queue_vtable,                    \
+			.xref = SQ_REF_IMMORTAL,                               \
+			.ref = SQ_REF_IMMORTAL,                                \
+			.label = (char *)(name),                               \
+		},                                                             \
+		.job = { .kind = SQ_JOB_QUEUE },                               \
+		.type = (t),                                                   \
+		.root_index = (index),                                         \
+	}
+
+struct sq_queue_s _sq_root_queues[SQ_ROOT_COUNT] = {
+	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_HIGH,
+			"com.swiftqueues.root.high"),
+	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_DEFAULT,
+			"com.swiftqueues.root.default"),
+	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_LOW,
+			"com.swiftqueues.root.low"),
+	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_BACKGROUND,
+			"com.swiftqueues.root.background"),
+};
+
+/* The main queue has tasks of its own: its wfcqueue starts empty (the
+ * tail pointing at the head), set up statically. */
+struct sq_queue_s _sq_main_queue = {
+	.obj = {
+		.vtable = &_sq_static_queue_vtable,
+		.xref = SQ_REF_IMMORTAL,
+		.ref = SQ_REF_IMMORTAL,
+		.label = (char *)"com.swiftqueues.main-thread",
+		.target = &_sq_root_queues[SQ_ROOT_DEFAULT],
+	},
+	.job = { .kind = SQ_JOB_QUEUE },
+	.type = SQ_QUEUE_TYPE_MAIN,
+	.root_index = SQ_ROOT_DEFAULT,
+	.tail = { .p = &_sq_main_queue.head.node },
+};
+
+struct sq_queue_attr_s {
+	bool concurrent;
+	bool inactive;
+};
+
+struct sq_queue_attr_s _sq_queue_attr_concurrent = { true, false };
+struct sq_queue_attr_s _sq_queue_attr_serial_inactive = { false, true };
+struct sq_queue_attr_s _sq_queue_attr_concurrent_inactive = { true, true };
+
+static uint32_t _sq_queue_serial_counter;
+
+/* ---- Continuation cache ------------------------------------------------
+ *
+ * A per-thread free list, bounded, so sq_async_f normally costs no malloc.
+ * A continuation goes back to the cache of the thread that frees it (a
+ * worker), before its function runs, so the function's own submissions
+ * reuse a hot cache line.
+ */
+#define SQ_CONT_CACHE_LIMIT 1024
+
+static __thread struct sq_cont_s *_sq_cont_cache;
+static __thread unsigned _sq_cont_cache_count;
+
+static inline void _sq_cont_cache_register(void);
+
+struct sq_cont_s *
+_sq_cont_alloc(void)
+{
+	struct sq_cont_s *c = _sq_cont_cache;
+	if (SQ_LIKELY(c != NULL)) {
+		_sq_cont_cache = (struct sq_cont_s *)c->job.link.next;
+		_sq_cont_cache_count--;
+		return c;
+	}
+	c = malloc(sizeof(*c));
+	if (c == NULL)
+		_sq_client_crash("sq_async_f", "out of memory");
+	return c;
+}
+
+void
+_sq_cont_free(struct sq_cont_s *c)
+{
+	if (_sq_cont_cache_count >= SQ_CONT_CACHE_LIMIT) {
+		free(c);
+		return;
+	}
+	_sq_cont_cache_register(); /* so the cache is freed at thread exit */
+	c->job.link.next = (struct cds_wfcq_node *)_sq_cont_cache;
+	_sq_cont_cache = c;
+	_sq_cont_cache_count++;
+}
+
+/* Thread exit: give the cached continuations back to malloc (a key
+ * destructor, registered by the first use of the cache on each thread). */
+static pthread_key_t _sq_cont_cache_key;
+static sq_once_t _sq_cont_cache_key_once;
+
+static void
+_sq_cont_cache_destroy(void *unused)
+{
+	struct sq_cont_s *c = _sq_cont_cache;
+	while (c) {
+		struct sq_cont_s *next = (struct sq_cont_s *)c->job.link.next;
+		free(c);
+		c = next;
+	}
+	_sq_cont_cache = NULL;
+	_sq_cont_cache_count = 0;
+}
+
+static void
+_sq_cont_cache_key_create(void *unused)
+{
+	pthread_key_create(&_sq_cont_cache_key, _sq_cont_cache_destroy);
+}
+
+static inline void
+_sq_cont_cache_register(void)
+{
+	/* Registers the destructor for this thread once; the value only
+	 * needs to be non-NULL. */
+	static __thread bool registered;
+	if (SQ_UNLIKELY(!registered)) {
+		registered = true;
+		sq_once_f(&_sq_cont_cache_key_once, NULL,
+				_sq_cont_cache_key_create);
+		pthread_setspecific(_sq_cont_cache_key, (void *)1);
+	}
+}
+
+static inline struct sq_cont_s *
+_sq_cont_make(struct sq_queue_s *q, void *ctx, sq_function_t func,
+		uint32_t flags)
+{
+	_sq_cont_cache_register();
+	struct sq_cont_s *c = _sq_cont_alloc();
+	c->job.kind = SQ_JOB_CONT;
+	c->job.flags = flags;
+	c->func = func;
+	c->ctx = ctx;
+	c->queue = q;
+	c->data = NULL;
+	return c;
+}
+
+/* ---- Lookups ----------------------------------------------------------- */
+
+static inline struct sq_queue_s *
+_sq_default_root(void)
+{
+	return &_sq_root_queues[SQ_ROOT_DEFAULT];
+}
+
+static inline struct sq_queue_s *
+_sq_queue_target(struct sq_queue_s *q)
+{
+	return __atomic_load_n(&q->obj.target, __ATOMIC_ACQUIRE);
+}
+
+struct sq_queue_s *
+_sq_queue_root_of(struct sq_queue_s *q)
+{
+	while (!_sq_queue_is_root(q)) {
+		if (q->type == SQ_QUEUE_TYPE_MAIN)
+			return _sq_default_root();
+		q = _sq_queue_target(q);
+	}
+	return q;
+}
+
+static inline void
+_sq_queue_validate(const char *call, struct sq_queue_s *q)
+{
+	_sq_object_validate(call, q);
+	if (SQ_UNLIKELY(q->obj.vtable != &_sq_queue_vtable &&
+			q->obj.vtable != &_sq_static_queue_vtable))
+		_sq_client_crash(call, "object is a %s, not a queue",
+				q->obj.vtable->kind);
+}
+
+/* ---- Creation and destruction ----------------------------------------- */
+
+sq_queue_attr_t
+sq_queue_attr_make_initially_inactive(sq_queue_attr_t attr)
+{
+	if (attr != NULL && attr->concurrent)
+		return SQ_QUEUE_CONCURRENT_INACTIVE;
+	return SQ_QUEUE_SERIAL_INACTIVE;
+}
+
+sq_queue_t
+sq_queue_create(const char *label, sq_queue_attr_t attr)
+{
+	return sq_queue_create_with_target(label, attr, NULL);
+}
+
+sq_queue_t
+sq_queue_create_with_target(const char *label, sq_queue_attr_t attr,
+		sq_queue_t target)
+{
+	struct sq_queue_s *q = _sq_object_alloc(&_sq_queue_vtable, sizeof(*q));
+	q->job.kind = SQ_JOB_QUEUE;
+	q->type = (attr && attr->concurrent) ? SQ_QUEUE_TYPE_CONCURRENT
+			: SQ_QUEUE_TYPE_SERIAL;
+	q->state = (attr && attr->inactive) ? SQ_STATE_INACTIVE : 0;
+	q->serial_num = __atomic_add_fetch(&_sq_queue_serial_counter, 1,
+			__ATOMIC_RELAXED);
+	if (label != NULL && (q->obj.label = strdup(label)) == NULL)
+		_sq_client_crash("sq_queue_create", "out of memory");
+	__cds_wfcq_init(&q->head, &q->tail);
+
+	if (target == NULL)
+		target = _sq_default_root();
+	else
+		_sq_queue_validate("sq_queue_create_with_target", target);
+	_sq_retain_internal(target);
+	q->obj.target = target;
+	return q;
+}
+
+static void
+_sq_queue_last_external_release(struct sq_object_s *object)
+{
+	struct sq_queue_s *q = (struct sq_queue_s *)object;
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
+	/* Its pending tasks could never run: a programming error. */
+	if (s & SQ_STATE_SUSPEND_MASK)
+		_sq_client_crash("sq_release", "release of suspended queue "
+				"'%s'", _sq_object_label(q));
+	if (s & SQ_STATE_INACTIVE)
+		_sq_client_crash("sq_release", "release of inactive queue "
+				"'%s'", _sq_object_label(q));
+}
+
+static void
+_sq_queue_dispose(struct sq_object_s *object)
+{
+	struct sq_queue_s *q = (struct sq_queue_s *)object;
+	struct sq_specific_s *sp = q->specifics;
+	while (sp) {
+		struct sq_specific_s *next = sp->next;
+		if (sp->destructor)
+			sp->destructor(sp->ctx);
+		free(sp);
+		sp = next;
+	}
+	struct sq_queue_s *target = q->obj.target;
+	_sq_object_free(&q->obj);
+	_sq_release_internal(target);
+}
+
+/* ---- State machine ------------------------------------------------------ */
+
+static inline bool
+_sq_queue_is_empty(struct sq_queue_s *q)
+{
+	return cds_wfcq_empty(&q->head, &q->tail);
+}
+
+/* Whether a drainer would find something to do (suspension aside). */
+static bool
+_sq_queue_has_work(struct sq_queue_s *q)
+{
+	if (q->type == SQ_QUEUE_TYPE_CONCURRENT &&
+			__atomic_load_n(&q->pending_barrier, __ATOMIC_SEQ_CST))
+		return __atomic_load_n(&q->running, __ATOMIC_SEQ_CST) == 0;
+	return !_sq_queue_is_empty(q);
+}
+
+/* Puts a queue that just became ENQUEUED onto its target. */
+static void
+_sq_queue_enqueue_self(struct sq_queue_s *q)
+{
+	if (q->type == SQ_QUEUE_TYPE_MAIN) {
+		_sq_main_queue_wakeup();
+		return;
+	}
+	/* The drainer's reference, dropped when it clears ENQUEUED. */
+	_sq_retain_internal(q);
+	_sq_queue_push(_sq_queue_target(q), &q->job);
+}
+
+/*
+ * Makes sure a queue with work and nothing stopping it is on its target.
+ * The CAS that sets ENQUEUED is sequentially consistent: it pairs with the
+ * drainer's clear-then-look (see the file comment).
+ */
+static void
+_sq_queue_wakeup(struct sq_queue_s *q)
+{
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_SEQ_CST);
+	for (;;) {
+		if (s & (SQ_STATE_ENQUEUED | SQ_STATE_INACTIVE |
+				SQ_STATE_SUSPEND_MASK))
+			return;
+		if (!_sq_queue_has_work(q))
+			return;
+		if (__atomic_compare_exchange_n(&q->state, &s,
+				s | SQ_STATE_ENQUEUED, false, __ATOMIC_SEQ_CST,
+				__ATOMIC_SEQ_CST))
+			break;
+	}
+	_sq_queue_enqueue_self(q);
+}
+
+/* The drainer gives the queue up: clear ENQUEUED, then look again. */
+static void
+_sq_queue_relinquish(struct sq_queue_s *q)
+{
+	__atomic_and_fetch(&q->state, ~SQ_STATE_ENQUEUED, __ATOMIC_SEQ_CST);
+	_sq_queue_wakeup(q);
+}
+
+void
+_sq_queue_push(struct sq_queue_s *q, struct sq_job_s *job)
+{
+	if (_sq_queue_is_root(q)) {
+		_sq_pool_push(q->root_index, job);
+		return;
+	}
+	/* Wait-free append; a full barrier. Returns false if it was empty. */
+	job->link.next = NULL;
+	_sq_tsan_release(job);
+	if (!cds_wfcq_enqueue(&q->head, &q->tail, &job->link))
+		_sq_queue_wakeup(q);
+}
+
+static void
+_sq_queue_suspend(struct sq_object_s *object)
+{
+	struct sq_queue_s *q = (struct sq_queue_s *)object;
+	uint64_t s = __atomic_add_fetch(&q->state, SQ_STATE_SUSPEND_ONE,
+			__ATOMIC_SEQ_CST);
+	if (SQ_UNLIKELY((s & SQ_STATE_SUSPEND_MASK) == 0))
+		_sq_client_crash("sq_suspend", "too many suspends of queue "
+				"'%s'", _sq_object_label(q));
+}
+
+static void
+_sq_queue_resume(struct sq_object_s *object)
+{
+	struct sq_queue_s *q = (struct sq_queue_s *)object;
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_RELAXED);
+	for (;;) {
+		if ((s & SQ_STATE_SUSPEND_MASK) == 0) {
+			if (s & SQ_STATE_INACTIVE) {
+				_sq_queue_activate(object);
+				return;
+			}
+			_sq_client_crash("sq_resume", "over-resume of queue "
+					"'%s'", _sq_object_label(q));
+		}
+		if (__atomic_compare_exchange_n(&q->state, &s,
+				s - SQ_STATE_SUSPEND_ONE, false,
+				__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			break;
+	}
+	if (((s - SQ_STATE_SUSPEND_ONE) & SQ_STATE_SUSPEND_MASK) == 0)
+		_sq_queue_wakeup(q);
+}
+
+static void
+_sq_queue_activate(struct sq_object_s *object)
+{
+	struct sq_queue_s *q = (struct sq_queue_s *)object;
+	uint64_t old = __atomic_fetch_and(&q->state, ~SQ_STATE_INACTIVE,
+			__ATOMIC_SEQ_CST);
+	if (old & SQ_STATE_INACTIVE)
+		_sq_queue_wakeup(q);
+}
+
+static void
+_sq_queue_set_target(struct sq_object_s *object, struct sq_queue_s *target)
+{
+	struct sq_queue_s *q = (struct sq_queue_s *)object;
+	_sq_queue_validate("sq_set_target_queue", target);
+	/* A cycle would make every queue in it wait for itself. */
+	int depth = 0;
+	for (struct sq_queue_s *t = target; !_sq_queue_is_root(t);
+			t = _sq_queue_target(t)) {
+		if (t == q || ++depth > SQ_MAX_TARGET_DEPTH)
+			_sq_client_crash("sq_set_target_queue", "queue '%s' "
+					"would target itself through '%s'",
+					_sq_object_label(q),
+					_sq_object_label(target));
+		if (t->type == SQ_QUEUE_TYPE_MAIN)
+			break;
+	}
+	_sq_retain_internal(target);
+	/* The next enqueue of q goes to the new target; a drain already
+	 * running finishes where it is ("between tasks"). */
+	struct sq_queue_s *old = __atomic_exchange_n(&q->obj.target, target,
+			__ATOMIC_ACQ_REL);
+	_sq_release_internal(old);
+}
+
+/* ---- Running jobs ------------------------------------------------------- */
+
+static void _sq_sync_handoff(struct sq_cont_s *c);
+static void _sq_queue_drain_concurrent(struct sq_queue_s *q);
+
+/* Runs a continuation. It is freed before its function is called. */
+static void
+_sq_cont_invoke(struct sq_cont_s *c)
+{
+	uint32_t flags = c->job.flags;
+	struct sq_queue_s *q = c->queue;
+
+	if (flags & SQ_CONT_SYNC) {
+		_sq_sync_handoff(c);
+	} else {
+		struct sq_frame_s frame;
+		bool own_frame = _sq_current_frame == NULL ||
+				_sq_current_frame->queue != q;
+		if (own_frame) {
+			_sq_frame_push(&frame, q, _sq_queue_is_serial(q) ||
+					(flags & SQ_CONT_BARRIER));
+		}
+		sq_function_t func = c->func;
+		void *ctx = c->ctx;
+		_sq_cont_free(c);
+		func(ctx);
+		if (own_frame)
+			_sq_frame_pop(&frame);
+	}
+	if (flags & SQ_CONT_FORWARDED)
+		_sq_concurrent_item_done(q);
+}
+
+void
+_sq_job_run(struct sq_job_s *job)
+{
+	if (job->kind == SQ_JOB_CONT) {
+		_sq_cont_invoke((struct sq_cont_s *)job);
+		return;
+	}
+	struct sq_queue_s *q = caa_container_of(job, struct sq_queue_s, job);
+	if (q->type == SQ_QUEUE_TYPE_CONCURRENT)
+		_sq_queue_drain_concurrent(q);
+	else
+		(void)_sq_queue_drain(q, SQ_DRAIN_BUDGET);
+}
+
+/* Takes the next job from a queue whose drainer we are: NULL when empty.
+ * A producer caught between its two steps is one store away: spin, then
+ * yield, never sleep. */
+static struct sq_job_s *
+_sq_queue_pop(struct sq_queue_s *q)
+{
+	unsigned attempts = 0;
+	for (;;) {
+		struct cds_wfcq_node *n = __cds_wfcq_dequeue_nonblocking(
+				&q->head, &q->tail);
+		if (n != CDS_WFCQ_WOULDBLOCK) {
+			if (n != NULL)
+				_sq_tsan_acquire(n);
+			return (struct sq_job_s *)n;
+		}
+		if (++attempts < 64)
+			_sq_cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+size_t
+_sq_queue_drain(struct sq_queue_s *q, unsigned budget)
+{
+	struct sq_frame_s frame;
+	size_t ran = 0;
+
+	_sq_frame_push(&frame, q, true);
+	for (;;) {
+		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
+		if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
+			break;
+		struct sq_job_s *job = _sq_queue_pop(q);
+		if (job == NULL)
+			break;
+		_sq_job_run(job);
+		ran++;
+		if (budget && ran >= budget && !_sq_queue_is_empty(q)) {
+			/* Fairness: back to the end of the target (the main
+			 * loop's next turn for the main queue), still
+			 * ENQUEUED, with the drainer's reference. */
+			_sq_frame_pop(&frame);
+			if (q->type == SQ_QUEUE_TYPE_MAIN)
+				_sq_main_queue_wakeup();
+			else
+				_sq_queue_push(_sq_queue_target(q), &q->job);
+			return ran;
+		}
+	}
+	_sq_frame_pop(&frame);
+	_sq_queue_relinquish(q);
+	_sq_release_internal(q); /* may destroy q (never the main queue) */
+	return ran;
+}
+
+/* Runs a queue job held by a concurrent queue (a serial queue targeting a
+ * concurrent one): wrapped so the concurrent queue can count it. */
+static void
+_sq_run_queue_job(void *job)
+{
+	_sq_job_run(job);
+}
+
+static void
+_sq_queue_drain_concurrent(struct sq_queue_s *q)
+{
+	struct sq_queue_s *target = _sq_queue_target(q);
+	unsigned budget = SQ_CONCURRENT_DRAIN_BUDGET;
+
+	for (;;) {
+		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
+		if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
+			break;
+
+		struct sq_cont_s *c = __atomic_load_n(&q->pending_barrier,
+				__ATOMIC_SEQ_CST);
+		if (c == NULL) {
+			struct sq_job_s *job = _sq_queue_pop(q);
+			if (job == NULL)
+				break;
+			if (job->kind == SQ_JOB_QUEUE) {
+				c = _sq_cont_make(q, job, _sq_run_queue_job, 0);
+			} else {
+				c = (struct sq_cont_s *)job;
+			}
+		} else {
+			__atomic_store_n(&q->pending_barrier, NULL,
+					__ATOMIC_SEQ_CST);
+		}
+
+		if (c->job.flags & SQ_CONT_BARRIER) {
+			/* Publish the held-back barrier, then look at
+			 * `running`; _sq_concurrent_item_done does the mirror
+			 * image (decrement, then look for a barrier), so the
+			 * last task to finish cannot miss it. */
+			__atomic_store_n(&q->pending_barrier, c,
+					__ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&q->running, __ATOMIC_SEQ_CST) != 0)
+				break;
+			__atomic_store_n(&q->pending_barrier, NULL,
+					__ATOMIC_SEQ_CST);
+			_sq_cont_invoke(c);
+			__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+			continue;
+		}
+
+		/* Start it elsewhere; it holds q alive until it is done. */
+		if (c->job.flags & SQ_CONT_FORWARDED) {
+			/* Already forwarded by an inner concurrent queue:
+			 * wrap it so both queues count it. */
+			c = _sq_cont_make(q, c, _sq_run_queue_job, 0);
+		}
+		c->job.flags |= SQ_CONT_FORWARDED;
+		c->queue = q;
+		__atomic_add_fetch(&q->running, 1, __ATOMIC_SEQ_CST);
+		_sq_retain_internal(q);
+		_sq_queue_push(target, &c->job);
+
+		if (--budget == 0 && _sq_queue_has_work(q)) {
+			_sq_queue_push(target, &q->job);
+			return;
+		}
+	}
+	_sq_queue_relinquish(q);
+	_sq_release_internal(q);
+}
+
+/* Leaves a concurrent queue: one fewer running task. */
+static void
+_sq_concurrent_leave(struct sq_queue_s *q)
+{
+	int32_t n = __atomic_sub_fetch(&q->running, 1, __ATOMIC_SEQ_CST);
+	if (n == 0 && __atomic_load_n(&q->pending_barrier, __ATOMIC_SEQ_CST))
+		_sq_queue_wakeup(q);
+}
+
+void
+_sq_concurrent_item_done(struct sq_queue_s *q)
+{
+	_sq_concurrent_leave(q);
+	_sq_release_internal(q);
+}
+
+/* ---- Submission ---------------------------------------------------------- */
+
+static inline void
+_sq_async(const char *call, struct sq_queue_s *q, void *ctx,
+		sq_function_t func, uint32_t flags)
+{
+	_SQ_REQUIRE_FUNCTION(call, func);
+	_sq_queue_validate(call, q);
+	if (flags & SQ_CONT_BARRIER) {
+		if (q->type == SQ_QUEUE_TYPE_CONCURRENT)
+			__atomic_add_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+		else
+			flags &= ~SQ_CONT_BARRIER;
+	}
+	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, flags);
+	_sq_queue_push(q, &c->job);
+}
+
+void
+sq_async_f(sq_queue_t queue, void *context, sq_function_t function)
+{
+	_sq_async("sq_async_f", queue, context, function, 0);
+}
+
+void
+sq_barrier_async_f(sq_queue_t queue, void *context, sq_function_t function)
+{
+	_sq_async("sq_barrier_async_f", queue, context, function,
+			SQ_CONT_BARRIER);
+}
+
+/* ---- Sync -----------------------------------------------------------------
+ *
+ * Fast path: when the queue and every serial queue up its target chain are
+ * idle, the caller takes them (sets ENQUEUED, as a drainer would) and runs
+ * the function on its own thread. Slow path: a sync continuation is queued;
+ * the drainer that reaches it hands over (the caller runs the function on
+ * its own thread while the drainer waits) — except on the main queue, whose
+ * drainer, the main thread, runs the function itself.
+ */
+
+struct sq_sync_cont_s {
+	struct sq_cont_s cont;
+	struct sq_sync_waiter_s waiter;
+	int32_t owners; /* caller and drainer: the last one frees it */
+	bool barrier;
+};
+
+/* Whether the calling thread holds `q` exclusively (or at all). */
+static struct sq_frame_s *
+_sq_frame_find(struct sq_queue_s *q)
+{
+	for (struct sq_frame_s *f = _sq_current_frame; f; f = f->prev)
+		if (f->queue == q)
+			return f;
+	return NULL;
+}
+
+static void
+_sq_sync_check_deadlock(const char *call, struct sq_queue_s *q, bool barrier)
+{
+	for (struct sq_queue_s *x = q; !_sq_queue_is_root(x);
+			x = _sq_queue_target(x)) {
+		struct sq_frame_s *f = _sq_frame_find(x);
+		if (f != NULL && (f->exclusive || _sq_queue_is_serial(x) ||
+				(barrier && x == q))) {
+			_sq_client_crash(call, "deadlock: queue '%s' is already "
+					"running on this thread",
+					_sq_object_label(x));
+		}
+		if (x->type == SQ_QUEUE_TYPE_MAIN)
+			break;
+	}
+}
+
+static bool
+_sq_serial_try_take(struct sq_queue_s *q)
+{
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_RELAXED);
+	if (s & (SQ_STATE_ENQUEUED | SQ_STATE_INACTIVE | SQ_STATE_SUSPEND_MASK))
+		return false;
+	/* Acquire: what the previous drainer wrote is visible to us. */
+	return __atomic_compare_exchange_n(&q->state, &s, s | SQ_STATE_ENQUEUED,
+			false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+}
+
+/* Enters a concurrent queue as one more running task, unless a barrier is
+ * pending or it is stopped. running++ then look at barriers: the mirror of
+ * a barrier's barriers++ then look at running. */
+static bool
+_sq_concurrent_try_enter(struct sq_queue_s *q)
+{
+	if (__atomic_load_n(&q->barriers, __ATOMIC_SEQ_CST) != 0)
+		return false;
+	__atomic_add_fetch(&q->running, 1, __ATOMIC_SEQ_CST);
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&q->barriers, __ATOMIC_SEQ_CST) != 0 ||
+			(s & (SQ_STATE_INACTIVE | SQ_STATE_SUSPEND_MASK))) {
+		_sq_concurrent_leave(q);
+		return false;
+	}
+	return true;
+}
+
+/* Takes a concurrent queue for a barrier: nothing running, nothing queued
+ * ahead of us, no drainer. */
+static bool
+_sq_concurrent_try_take_barrier(struct sq_queue_s *q)
+{
+	if (__atomic_load_n(&q->barriers, __ATOMIC_SEQ_CST) != 0 ||
+			__atomic_load_n(&q->running, __ATOMIC_SEQ_CST) != 0)
+		return false;
+	__atomic_add_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+	if (_sq_serial_try_take(q)) {
+		if (__atomic_load_n(&q->running, __ATOMIC_SEQ_CST) == 0 &&
+				_sq_queue_is_empty(q))
+			return true;
+		__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+		_sq_queue_relinquish(q);
+		return false;
+	}
+	__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+	_sq_queue_wakeup(q);
+	return false;
+}
+
+/* Gives back what _sq_sync_try_take took, innermost last. */
+static void
+_sq_sync_give_back(struct sq_queue_s **taken, bool *as_barrier, int count)
+{
+	while (count-- > 0) {
+		struct sq_queue_s *x = taken[count];
+		if (_sq_queue_is_serial(x)) {
+			_sq_queue_relinquish(x);
+		} else if (as_barrier[count]) {
+			__atomic_sub_fetch(&x->barriers, 1, __ATOMIC_SEQ_CST);
+			_sq_queue_relinquish(x);
+		} else {
+			_sq_concurrent_leave(x);
+		}
+	}
+}
+
+/* Takes q and its chain for the caller; returns how many queues were
+ * taken, or -1 (nothing held) when the fast path is not possible. */
+static int
+_sq_sync_try_take(struct sq_queue_s *q, bool barrier,
+		struct sq_queue_s **taken, bool *as_barrier)
+{
+	int n = 0;
+	for (struct sq_queue_s *x = q; !_sq_queue_is_root(x);
+			x = _sq_queue_target(x)) {
+		bool ok;
+		as_barrier[n] = false;
+		if (n == SQ_MAX_TARGET_DEPTH) {
+			ok = false;
+		} else if (x->type == SQ_QUEUE_TYPE_MAIN) {
+			ok = _sq_is_main_thread() && _sq_serial_try_take(x);
+		} else if (x->type == SQ_QUEUE_TYPE_SERIAL) {
+			ok = _sq_serial_try_take(x);
+		} else if (barrier && x == q) {
+			ok = _sq_concurrent_try_take_barrier(x);
+			as_barrier[n] = true;
+		} else {
+			ok = _sq_concurrent_try_enter(x);
+		}
+		if (!ok) {
+			_sq_sync_give_back(taken, as_barrier, n);
+			return -1;
+		}
+		taken[n++] = x;
+		if (x->type == SQ_QUEUE_TYPE_MAIN)
+			break;
+	}
+	return n;
+}
+
+/* Runs func on the calling thread with frames for q's chain. */
+static void
+_sq_sync_run_here(struct sq_queue_s *q, bool barrier, void *ctx,
+		sq_function_t func)
+{
+	struct sq_frame_s frames[SQ_MAX_TARGET_DEPTH];
+	struct sq_queue_s *chain[SQ_MAX_TARGET_DEPTH];
+	int n = 0;
+	for (struct sq_queue_s *x = q; !_sq_queue_is_root(x) &&
+			n < SQ_MAX_TARGET_DEPTH; x = _sq_queue_target(x)) {
+		chain[n++] = x;
+		if (x->type == SQ_QUEUE_TYPE_MAIN)
+			break;
+	}
+	if (n == 0) {
+		/* A root queue: the task runs on the caller, "on" it. */
+		_sq_frame_push(&frames[0], q, false);
+		func(ctx);
+		_sq_frame_pop(&frames[0]);
+		return;
+	}
+	/* Outermost first, so the innermost (q) is the current queue. */
+	for (int i = n - 1; i >= 0; i--)
+		_sq_frame_push(&frames[i], chain[i], _sq_queue_is_serial(chain[i])
+				|| (barrier && chain[i] == q));
+	func(ctx);
+	for (int i = 0; i < n; i++)
+		_sq_frame_pop(&frames[i]);
+}
+
+static void
+_sq_sync_cont_release(struct sq_sync_cont_s *sc)
+{
+	if (__atomic_sub_fetch(&sc->owners, 1, __ATOMIC_ACQ_REL) == 0)
+		free(sc);
+}
+
+/* The drainer's side of a sync continuation. */
+static void
+_sq_sync_handoff(struct sq_cont_s *c)
+{
+	struct sq_sync_cont_s *sc = (struct sq_sync_cont_s *)c;
+	struct sq_sync_waiter_s *w = &sc->waiter;
+
+	if (c->queue->type == SQ_QUEUE_TYPE_MAIN) {
+		/* Main-queue work runs on the main thread: run it here. */
+		_sq_sync_run_here(c->queue, sc->barrier, c->ctx, c->func);
+		__atomic_store_n(&w->state, SQ_SYNC_DONE, __ATOMIC_RELEASE);
+		_sq_futex_wake(&w->state, 1);
+		_sq_sync_cont_release(sc);
+		return;
+	}
+	/* Release: the caller sees everything the queue's earlier tasks
+	 * wrote; then wait (acquire) for the caller to finish, holding the
+	 * queue for it. */
+	__atomic_store_n(&w->state, SQ_SYNC_GO, __ATOMIC_RELEASE);
+	_sq_futex_wake(&w->state, 1);
+	while (__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) == 0)
+		_sq_futex_wait(&w->done, 0, NULL);
+	_sq_sync_cont_release(sc);
+}
+
+static void
+_sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
+		sq_function_t func, bool barrier)
+{
+	_SQ_REQUIRE_FUNCTION(call, func);
+	_sq_queue_validate(call, q);
+	if (_sq_queue_is_root(q)) {
+		_sq_sync_run_here(q, false, ctx, func);
+		return;
+	}
+	_sq_sync_check_deadlock(call, q, barrier);
+	if (q->type != SQ_QUEUE_TYPE_CONCURRENT)
+		barrier = false;
+
+	struct sq_queue_s *taken[SQ_MAX_TARGET_DEPTH];
+	bool as_barrier[SQ_MAX_TARGET_DEPTH];
+	int n = _sq_sync_try_take(q, barrier, taken, as_barrier);
+	if (n >= 0) {
+		_sq_sync_run_here(q, barrier, ctx, func);
+		_sq_sync_give_back(taken, as_barrier, n);
+		return;
+	}
+
+	struct sq_sync_cont_s *sc = malloc(sizeof(*sc));
+	if (sc == NULL)
+		_sq_client_crash(call, "out of memory");
+	sc->cont.job.kind = SQ_JOB_CONT;
+	sc->cont.job.flags = SQ_CONT_SYNC | (barrier ? SQ_CONT_BARRIER : 0);
+	sc->cont.func = func;
+	sc->cont.ctx = ctx;
+	sc->cont.queue = q;
+	sc->cont.data = NULL;
+	sc->waiter.state = SQ_SYNC_WAITING;
+	sc->waiter.done = 0;
+	sc->owners = 2;
+	sc->barrier = barrier;
+	if (barrier)
+		__atomic_add_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+	_sq_queue_push(q, &sc->cont.job);
+
+	uint32_t st;
+	while ((st = __atomic_load_n(&sc->waiter.state, __ATOMIC_ACQUIRE))
+			== SQ_SYNC_WAITING)
+		_sq_futex_wait(&sc->waiter.state, SQ_SYNC_WAITING, NULL);
+	if (st == SQ_SYNC_GO) {
+		_sq_sync_run_here(q, barrier, ctx, func);
+		/* Release: the drainer and the tasks after us see our writes. */
+		__atomic_store_n(&sc->waiter.done, 1, __ATOMIC_RELEASE);
+		_sq_futex_wake(&sc->waiter.done, 1);
+	}
+	_sq_sync_cont_release(sc);
+}
+
+void
+sq_sync_f(sq_queue_t queue, void *context, sq_function_t function)
+{
+	_sq_sync("sq_sync", queue, context, function, false);
+}
+
+void
+sq_barrier_sync_f(sq_queue_t queue, void *context, sq_function_t function)
+{
+	_sq_sync("sq_barrier_sync", queue, context, function, true);
+}
+
+/* Used by sq_apply_f on serial queues: the same rules and messages. */
+SQ_INTERNAL void _sq_sync_for_apply(struct sq_queue_s *q, void *ctx,
+		sq_function_t func);
+
+void
+_sq_sync_for_apply(struct sq_queue_s *q, void *ctx, sq_function_t func)
+{
+	_sq_sync("sq_apply_f", q, ctx, func, false);
+}
+
+/* ---- Global, main and current queues, labels ------------------------- */
+
+sq_queue_t
+sq_get_global_queue(intptr_t priority, uintptr_t flags)
+{
+	int index;
+	if (priority > SQ_QUEUE_PRIORITY_DEFAULT)
+		index = SQ_ROOT_HIGH;
+	else if (priority == SQ_QUEUE_PRIORITY_DEFAULT)
+		index = SQ_ROOT_DEFAULT;
+	else if (priority > SQ_QUEUE_PRIORITY_BACKGROUND / 2)
+		index = SQ_ROOT_LOW; /* nearer to LOW than to BACKGROUND */
+	else
+		index = SQ_ROOT_BACKGROUND;
+	return &_sq_root_queues[index];
+}
+
+sq_queue_t
+sq_get_main_queue(void)
+{
+	return &_sq_main_queue;
+}
+
+sq_queue_t
+sq_get_current_queue(void)
+{
+	struct sq_frame_s *f = _sq_current_frame;
+	return f ? f->queue : _sq_default_root();
+}
+
+const char *
+sq_queue_get_label(sq_queue_t queue)
+{
+	if (queue == SQ_CURRENT_QUEUE_LABEL)
+		queue = sq_get_current_queue();
+	_sq_queue_validate("sq_queue_get_label", queue);
+	return _sq_object_label(queue);
+}
+
+/* ---- Queue-specific data ------------------------------------------------ */
+
+void
+sq_queue_set_specific(sq_queue_t q, const void *key, void *ctx,
+		sq_function_t destructor)
+{
+	_sq_queue_validate("sq_queue_set_specific", q);
+	if (key == NULL)
+		return;
+	if (_sq_object_is_immortal(q))
+		return; /* global and main queues keep no specifics */
+
+	struct sq_specific_s *fresh = NULL;
+	if (ctx != NULL) {
+		fresh = malloc(sizeof(*fresh));
+		if (fresh == NULL)
+			_sq_client_crash("sq_queue_set_specific",
+					"out of memory");
+		fresh->key = key;
+		fresh->ctx = ctx;
+		fresh->destructor = destructor;
+	}
+
+	sq_spinlock_lock(&q->specific_lock);
+	struct sq_specific_s **link = &q->specifics, *old = NULL;
+	for (; *link; link = &(*link)->next) {
+		if ((*link)->key == key) {
+			old = *link;
+			*link = old->next;
+			break;
+		}
+	}
+	if (fresh) {
+		fresh->next = q->specifics;
+		q->specifics = fresh;
+	}
+	sq_spinlock_unlock(&q->specific_lock);
+
+	/* The old value's destructor runs outside the lock. */
+	if (old) {
+		if (old->destructor)
+			old->destructor(old->ctx);
+		free(old);
+	}
+}
+
+void *
+sq_queue_get_specific(sq_queue_t q, const void *key)
+{
+	_sq_queue_validate("sq_queue_get_specific", q);
+	if (key == NULL || _sq_object_is_immortal(q))
+		return NULL;
+	void *ctx = NULL;
+	sq_spinlock_lock(&q->specific_lock);
+	for (struct sq_specific_s *sp = q->specifics; sp; sp = sp->next) {
+		if (sp->key == key) {
+			ctx = sp->ctx;
+			break;
+		}
+	}
+	sq_spinlock_unlock(&q->specific_lock);
+	return ctx;
+}
+
+void *
+sq_get_specific(const void *key)
+{
+	struct sq_frame_s *f = _sq_current_frame;
+	if (f == NULL || key == NULL)
+		return NULL;
+	for (struct sq_queue_s *q = f->queue; !_sq_queue_is_root(q);
+			q = _sq_queue_target(q)) {
+		void *ctx = sq_queue_get_specific(q, key);
+		if (ctx != NULL)
+			return ctx;
+		if (q->type == SQ_QUEUE_TYPE_MAIN)
+			break;
+	}
+	return NULL;
+}
+
+/* ---- Assertions ---------------------------------------------------------- */
+
+/* The frame through which the calling thread runs q (q itself or a queue
+ * that targets it), or NULL. */
+static struct sq_frame_s *
+_sq_frame_running(struct sq_queue_s *q)
+{
+	for (struct sq_frame_s *f = _sq_current_frame; f; f = f->prev) {
+		for (struct sq_queue_s *x = f->queue;; x = _sq_queue_target(x)) {
+			if (x == q)
+				return f;
+			if (_sq_queue_is_root(x) || x->type == SQ_QUEUE_TYPE_MAIN)
+				break;
+		}
+	}
+	return NULL;
+}
+
+void
+sq_assert_queue(sq_queue_t queue)
+{
+	_sq_queue_validate("sq_assert_queue", queue);
+	if (_sq_frame_running(queue) == NULL)
+		_sq_client_crash("sq_assert_queue", "not running on queue "
+				"'%s'", _sq_object_label(queue));
+}
+
+void
+sq_assert_queue_barrier(sq_queue_t queue)
+{
+	_sq_queue_validate("sq_assert_queue_barrier", queue);
+	struct sq_frame_s *f = _sq_frame_find(queue);
+	if (f == NULL || !f->exclusive)
+		_sq_client_crash("sq_assert_queue_barrier", "not running "
+				"alone on queue '%s'", _sq_object_label(queue));
+}
+
+void
+sq_assert_queue_not(sq_queue_t queue)
+{
+	_sq_queue_validate("sq_assert_queue_not", queue);
+	if (_sq_frame_running(queue) != NULL)
+		_sq_client_crash("sq_assert_queue_not", "running on queue "
+				"'%s'", _sq_object_label(queue));
+}

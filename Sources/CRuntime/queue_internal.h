@@ -1,0 +1,207 @@
+/*
+ * SwiftQueues — queues, continuations and the worker pool: the structures
+ * shared by pool.c, queue.c, apply.c and main.c. Not installed.
+ */
+#ifndef SWIFTQUEUES_QUEUE_INTERNAL_H
+#define SWIFTQUEUES_QUEUE_INTERNAL_H
+
+#include "internal.h"
+
+#include <urcu/wfcqueue.h>
+
+/* ---- Jobs ---------------------------------------------------------------
+ *
+ * Everything a run queue holds is a job: a continuation (a function to
+ * call) or a queue (a serial or concurrent queue to drain). The link comes
+ * first so a job is a liburcu wfcqueue node.
+ */
+enum sq_job_kind {
+	SQ_JOB_CONT = 1,
+	SQ_JOB_QUEUE = 2,
+};
+
+struct sq_job_s {
+	struct cds_wfcq_node link;
+	uint32_t kind;
+	uint32_t flags; /* SQ_CONT_* for continuations */
+};
+
+/* Continuation flags. */
+#define SQ_CONT_BARRIER 0x1u   /* runs alone on a concurrent queue */
+#define SQ_CONT_SYNC 0x2u      /* data is a struct sq_sync_waiter_s */
+#define SQ_CONT_FORWARDED 0x4u /* started by concurrent queue `queue`; tell
+                                  it when done (_sq_concurrent_item_done) */
+#define SQ_CONT_CACHED 0x8u    /* memory from the continuation cache */
+
+/* One unit of submitted work: 48 bytes, from a per-thread cache. */
+struct sq_cont_s {
+	struct sq_job_s job;
+	sq_function_t func;
+	void *ctx;
+	struct sq_queue_s *queue; /* the queue it was submitted to */
+	void *data;               /* SQ_CONT_SYNC: the waiter */
+};
+
+SQ_INTERNAL struct sq_cont_s *_sq_cont_alloc(void);
+SQ_INTERNAL void _sq_cont_free(struct sq_cont_s *cont);
+
+/* ---- Queues ---------------------------------------------------------- */
+
+enum sq_queue_type {
+	SQ_QUEUE_TYPE_ROOT = 1,
+	SQ_QUEUE_TYPE_SERIAL,
+	SQ_QUEUE_TYPE_CONCURRENT,
+	SQ_QUEUE_TYPE_MAIN,
+};
+
+/*
+ * The queue state word (serial, concurrent and main queues):
+ *   bit 0       ENQUEUED: the queue is on its target (or being drained, or
+ *               held by a sync caller): whoever set it is the one drainer.
+ *   bit 1       INACTIVE: created inactive and not yet activated.
+ *   bits 32-62  suspend count.
+ * A queue runs tasks only with all of these clear except ENQUEUED, which
+ * the drainer holds.
+ */
+#define SQ_STATE_ENQUEUED 0x1ull
+#define SQ_STATE_INACTIVE 0x2ull
+#define SQ_STATE_SUSPEND_ONE (1ull << 32)
+#define SQ_STATE_SUSPEND_MASK (0x7fffffffull << 32)
+
+struct sq_specific_s {
+	struct sq_specific_s *next;
+	const void *key;
+	void *ctx;
+	sq_function_t destructor;
+};
+
+struct sq_queue_s {
+	struct sq_object_s obj; /* target and label live here */
+	struct sq_job_s job;    /* this queue as a job on its target */
+	uint32_t type;
+	int32_t root_index;   /* root queues: which priority */
+	uint64_t state;       /* see SQ_STATE_* */
+	uint32_t serial_num;  /* for messages and debugging */
+
+	/* Concurrent queues: tasks started and not finished, barriers
+	 * submitted and not finished, and the barrier the drainer holds
+	 * back until `running` drops to zero. */
+	int32_t running;
+	int32_t barriers;
+	struct sq_cont_s *pending_barrier;
+
+	sq_spinlock_t specific_lock;
+	struct sq_specific_s *specifics;
+
+	/* The tasks: MPSC, consumed only by the queue's one drainer. Head
+	 * and tail on separate cache lines. */
+	_Alignas(SQ_CACHELINE) struct __cds_wfcq_head head;
+	_Alignas(SQ_CACHELINE) struct cds_wfcq_tail tail;
+};
+
+#define SQ_ROOT_COUNT 4
+enum {
+	SQ_ROOT_HIGH = 0,
+	SQ_ROOT_DEFAULT = 1,
+	SQ_ROOT_LOW = 2,
+	SQ_ROOT_BACKGROUND = 3,
+};
+
+SQ_INTERNAL extern struct sq_queue_s _sq_root_queues[SQ_ROOT_COUNT];
+SQ_INTERNAL extern struct sq_queue_s _sq_main_queue;
+
+SQ_INLINE bool
+_sq_queue_is_root(const struct sq_queue_s *q)
+{
+	return q->type == SQ_QUEUE_TYPE_ROOT;
+}
+
+/* Whether `q` runs one task at a time on its own. */
+SQ_INLINE bool
+_sq_queue_is_serial(const struct sq_queue_s *q)
+{
+	return q->type == SQ_QUEUE_TYPE_SERIAL || q->type == SQ_QUEUE_TYPE_MAIN;
+}
+
+/* The root queue at the end of q's target chain. */
+SQ_INTERNAL struct sq_queue_s *_sq_queue_root_of(struct sq_queue_s *q);
+
+/* Submits a job to a queue: root queues hand it to the pool, other queues
+ * append it to their tasks and wake themselves up. */
+SQ_INTERNAL void _sq_queue_push(struct sq_queue_s *q, struct sq_job_s *job);
+
+/* Runs a job: a continuation is invoked, a queue drained. */
+SQ_INTERNAL void _sq_job_run(struct sq_job_s *job);
+
+/* Tells concurrent queue `q` that one of its started tasks finished. */
+SQ_INTERNAL void _sq_concurrent_item_done(struct sq_queue_s *q);
+
+/* Drains a serial or main queue whose ENQUEUED bit the caller holds;
+ * returns how many tasks ran. `budget` 0 means "until empty". */
+SQ_INTERNAL size_t _sq_queue_drain(struct sq_queue_s *q, unsigned budget);
+
+/* ---- Per-thread frames ------------------------------------------------
+ *
+ * Each thread keeps the chain of queues whose tasks it is running,
+ * innermost first: it gives sq_get_current_queue, sq_get_specific,
+ * sq_assert_queue and deadlock detection for sq_sync.
+ */
+struct sq_frame_s {
+	struct sq_queue_s *queue;
+	struct sq_frame_s *prev;
+	bool exclusive; /* the thread runs `queue` alone (serial or barrier) */
+};
+
+SQ_INTERNAL extern __thread struct sq_frame_s *_sq_current_frame;
+
+SQ_INLINE void
+_sq_frame_push(struct sq_frame_s *frame, struct sq_queue_s *q, bool exclusive)
+{
+	frame->queue = q;
+	frame->exclusive = exclusive;
+	frame->prev = _sq_current_frame;
+	_sq_current_frame = frame;
+}
+
+SQ_INLINE void
+_sq_frame_pop(struct sq_frame_s *frame)
+{
+	_sq_current_frame = frame->prev;
+}
+
+/* ---- Sync waiters ----------------------------------------------------- */
+
+/* How a drainer hands a sync task back to its waiting caller. */
+enum sq_sync_state {
+	SQ_SYNC_WAITING = 0, /* queued, the caller sleeps */
+	SQ_SYNC_GO = 1,      /* the caller may run now; the drainer waits */
+	SQ_SYNC_DONE = 2,    /* ran (by the drainer, or by the caller) */
+};
+
+struct sq_sync_waiter_s {
+	uint32_t state; /* futex word, enum sq_sync_state */
+	uint32_t done;  /* futex word: the caller finished (GO handoffs) */
+};
+
+/* ---- The pool --------------------------------------------------------- */
+
+/* Makes sure the pool exists (idempotent, cheap after the first call). */
+SQ_INTERNAL void _sq_pool_init(void);
+
+/* Submits a job to a root queue. */
+SQ_INTERNAL void _sq_pool_push(int root_index, struct sq_job_s *job);
+
+/* The number of workers the pool aims to keep running (usable CPUs). */
+SQ_INTERNAL int _sq_pool_width(void);
+
+/* Whether the calling thread is a worker, and inside an sq_apply_f. */
+SQ_INTERNAL bool _sq_thread_is_worker(void);
+SQ_INTERNAL extern __thread int _sq_apply_depth;
+
+/* Whether the calling thread is the process's main thread. */
+SQ_INTERNAL bool _sq_is_main_thread(void);
+
+/* The main queue's hook: its wake-up makes the eventfd readable. */
+SQ_INTERNAL void _sq_main_queue_wakeup(void);
+
+#endif /* SWIFTQUEUES_QUEUE_INTERNAL_H */

@@ -1,0 +1,210 @@
+/*
+ * Helpers shared by the queue tests (test_queue_*.c, test_apply.c):
+ * sanitizer detection and scaling, sleeping, bounded waits, thread counts.
+ *
+ * Waits in the tests use POSIX semaphores and C11 atomics rather than
+ * sq_semaphore / sq_group, so a queue test fails for a queue bug only.
+ * Every wait has a timeout: a runtime bug shows as a failed check, never
+ * as a hung test program.
+ */
+#ifndef SQTEST_QUEUE_HELPERS_H
+#define SQTEST_QUEUE_HELPERS_H
+
+#include "sqtest.h"
+
+#include <dirent.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+
+#if defined(__SANITIZE_THREAD__)
+#define SQT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SQT_TSAN 1
+#endif
+#endif
+#ifndef SQT_TSAN
+#define SQT_TSAN 0
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SQT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SQT_ASAN 1
+#endif
+#endif
+#ifndef SQT_ASAN
+#define SQT_ASAN 0
+#endif
+
+#define SQT_SANITIZED (SQT_TSAN || SQT_ASAN)
+
+/* `normal` normally, `sanitized` under TSan or ASan. */
+#define SQT_SCALE(normal, sanitized) (SQT_SANITIZED ? (sanitized) : (normal))
+
+static inline void
+sqt_sleep_ms(unsigned ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+	}
+}
+
+static inline void
+sqt_sleep_us(unsigned us)
+{
+	struct timespec ts = { (time_t)(us / 1000000),
+		(long)(us % 1000000) * 1000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+	}
+}
+
+static inline double
+sqt_ms_since(uint64_t start_ns)
+{
+	return (double)(sqt_now_ns() - start_ns) / 1e6;
+}
+
+/* Waits until *value >= target or `timeout_ms` passes; true if reached. */
+static inline bool
+sqt_wait_atleast(atomic_long *value, long target, unsigned timeout_ms)
+{
+	uint64_t deadline = sqt_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	while (atomic_load(value) < target) {
+		if (sqt_now_ns() > deadline)
+			return false;
+		sqt_sleep_us(200);
+	}
+	return true;
+}
+
+/* Same for an atomic_int. */
+static inline bool
+sqt_wait_int(atomic_int *value, int target, unsigned timeout_ms)
+{
+	uint64_t deadline = sqt_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	while (atomic_load(value) < target) {
+		if (sqt_now_ns() > deadline)
+			return false;
+		sqt_sleep_us(200);
+	}
+	return true;
+}
+
+/* sem_wait with a timeout (CLOCK_REALTIME, as sem_timedwait wants). */
+static inline bool
+sqt_sem_wait_ms(sem_t *sem, unsigned timeout_ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	for (;;) {
+		if (sem_timedwait(sem, &ts) == 0)
+			return true;
+		if (errno != EINTR)
+			return false;
+	}
+}
+
+static inline pid_t
+sqt_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+static inline bool
+sqt_on_main_thread(void)
+{
+	return sqt_gettid() == getpid();
+}
+
+/* The number of threads in this process (entries of /proc/self/task). */
+static inline int
+sqt_thread_count(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (d == NULL)
+		return -1;
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+static inline int
+sqt_ncpu(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n < 1 ? 1 : (int)n;
+}
+
+/* Keeps the maximum of a value seen by several threads. */
+static inline void
+sqt_atomic_max(atomic_int *max, int value)
+{
+	int old = atomic_load(max);
+	while (value > old && !atomic_compare_exchange_weak(max, &old, value)) {
+	}
+}
+
+/*
+ * Samples the process's thread count in the background, keeping the peak,
+ * until stopped.
+ */
+struct sqt_thread_monitor {
+	pthread_t thread;
+	atomic_int peak;
+	atomic_bool stop;
+};
+
+static inline void *
+sqt_thread_monitor_main(void *arg)
+{
+	struct sqt_thread_monitor *m = arg;
+	while (!atomic_load(&m->stop)) {
+		sqt_atomic_max(&m->peak, sqt_thread_count());
+		sqt_sleep_ms(2);
+	}
+	return NULL;
+}
+
+static inline void
+sqt_thread_monitor_start(struct sqt_thread_monitor *m)
+{
+	atomic_init(&m->peak, sqt_thread_count());
+	atomic_init(&m->stop, false);
+	if (pthread_create(&m->thread, NULL, sqt_thread_monitor_main, m) != 0) {
+		perror("pthread_create");
+		exit(2);
+	}
+}
+
+/* Stops the monitor; returns the peak thread count (the monitor included). */
+static inline int
+sqt_thread_monitor_stop(struct sqt_thread_monitor *m)
+{
+	atomic_store(&m->stop, true);
+	pthread_join(m->thread, NULL);
+	return atomic_load(&m->peak);
+}
+
+/* The name of the calling thread ("" if it cannot be read). */
+static inline void
+sqt_thread_name(char out[16])
+{
+	out[0] = '\0';
+	if (pthread_getname_np(pthread_self(), out, 16) != 0)
+		out[0] = '\0';
+}
+
+#endif /* SQTEST_QUEUE_HELPERS_H */

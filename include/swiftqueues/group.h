@@ -1,0 +1,77 @@
+/*
+ * SwiftQueues — dispatch groups: wait for, or be told about, the completion
+ * of a set of tasks.
+ */
+#ifndef SWIFTQUEUES_GROUP_H
+#define SWIFTQUEUES_GROUP_H
+
+#include <swiftqueues/base.h>
+#include <swiftqueues/object.h>
+#include <swiftqueues/queue.h>
+#include <swiftqueues/time.h>
+
+SQ_BEGIN_DECLS
+SQ_ASSUME_NONNULL_BEGIN
+
+typedef struct sq_group_s *sq_group_t;
+
+/*! Creates an empty group; the caller owns one reference. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_group_t
+sq_group_create(void);
+
+/*! Submits `function(context)` to `queue` as a member of `group`. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_group_async_f(sq_group_t group, sq_queue_t queue, void *SQ_NULLABLE context,
+		sq_function_t function);
+
+/*!
+ * Waits until the group is empty (every enter balanced by a leave, every
+ * member task finished) or `timeout` passes. Returns 0 when the group
+ * emptied, non-zero on timeout. Waits on the monotonic clock unless the
+ * timeout is a wall-clock time. An empty group returns 0 at once.
+ */
+SQ_EXPORT SQ_NOTHROW
+intptr_t
+sq_group_wait(sq_group_t group, sq_time_t timeout);
+
+/*!
+ * Submits `function(context)` to `queue` once the group is empty (at once
+ * if it already is). The group can be reused afterwards.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_group_notify_f(sq_group_t group, sq_queue_t queue,
+		void *SQ_NULLABLE context, sq_function_t function);
+
+/*! Counts one more unit of outstanding work in the group. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_group_enter(sq_group_t group);
+
+/*! Balances one sq_group_enter; leaving more than entered stops the process. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_group_leave(sq_group_t group);
+
+#ifdef __BLOCKS__
+SQ_INLINE void
+sq_group_async(sq_group_t group, sq_queue_t queue, sq_block_t block)
+{
+	sq_group_async_f(group, queue, _Block_copy((const void *)block),
+			_sq_call_and_release_block);
+}
+
+SQ_INLINE void
+sq_group_notify(sq_group_t group, sq_queue_t queue, sq_block_t block)
+{
+	sq_group_notify_f(group, queue, _Block_copy((const void *)block),
+			_sq_call_and_release_block);
+}
+#endif
+
+SQ_ASSUME_NONNULL_END
+SQ_END_DECLS
+
+#endif /* SWIFTQUEUES_GROUP_H */

@@ -1,0 +1,297 @@
+/*
+ * SwiftQueues — dispatch queues (libdispatch's queue.h, renamed).
+ *
+ * Serial queues run one task at a time in FIFO order; concurrent queues start
+ * tasks in FIFO order and run them side by side, barriers excepted; the four
+ * global queues are concurrent queues at fixed priorities; the main queue is
+ * a serial queue drained by the main thread. A queue's tasks finally run on
+ * SwiftQueues' worker pool (or, for sq_sync, on the calling thread).
+ */
+#ifndef SWIFTQUEUES_QUEUE_H
+#define SWIFTQUEUES_QUEUE_H
+
+#include <swiftqueues/base.h>
+#include <swiftqueues/object.h>
+#include <swiftqueues/time.h>
+
+SQ_BEGIN_DECLS
+SQ_ASSUME_NONNULL_BEGIN
+
+typedef struct sq_queue_s *sq_queue_t;
+typedef struct sq_queue_attr_s *sq_queue_attr_t;
+
+/*! Work for sq_apply_f: called with the context and an iteration index. */
+typedef void (*sq_apply_function_t)(void *SQ_NULLABLE context, size_t iteration);
+
+/* ---- Attributes ---- */
+
+/*! A serial queue (the default): one task at a time, FIFO. */
+#define SQ_QUEUE_SERIAL ((sq_queue_attr_t)NULL)
+
+SQ_EXPORT struct sq_queue_attr_s _sq_queue_attr_concurrent;
+SQ_EXPORT struct sq_queue_attr_s _sq_queue_attr_serial_inactive;
+SQ_EXPORT struct sq_queue_attr_s _sq_queue_attr_concurrent_inactive;
+
+/*! A concurrent queue: tasks start in FIFO order and may run in parallel. */
+#define SQ_QUEUE_CONCURRENT (&_sq_queue_attr_concurrent)
+#define SQ_QUEUE_SERIAL_INACTIVE (&_sq_queue_attr_serial_inactive)
+#define SQ_QUEUE_CONCURRENT_INACTIVE (&_sq_queue_attr_concurrent_inactive)
+
+/*! `attr` (serial when NULL) created inactive: nothing runs before sq_activate. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_queue_attr_t
+sq_queue_attr_make_initially_inactive(sq_queue_attr_t SQ_NULLABLE attr);
+
+/* ---- Global, main and current queues ---- */
+
+#define SQ_QUEUE_PRIORITY_HIGH 2
+#define SQ_QUEUE_PRIORITY_DEFAULT 0
+#define SQ_QUEUE_PRIORITY_LOW (-2)
+#define SQ_QUEUE_PRIORITY_BACKGROUND INT16_MIN
+
+/*! The target that means "the default global queue". */
+#define SQ_TARGET_QUEUE_DEFAULT ((sq_queue_t)NULL)
+
+/*!
+ * The global concurrent queue for a priority (HIGH, DEFAULT, LOW, BACKGROUND;
+ * other values round to the nearest). `flags` is reserved: pass 0.
+ * Retain, release, suspend, resume and set_context are ignored on them.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_queue_t
+sq_get_global_queue(intptr_t priority, uintptr_t flags);
+
+/*! The serial queue whose tasks run on the main thread (see sq_main). */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_queue_t
+sq_get_main_queue(void);
+
+/*!
+ * The queue whose task is running on the calling thread (the innermost one,
+ * through nested sq_sync calls), or the default global queue outside any
+ * task. For debugging and logging only: do not base logic on it.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_queue_t
+sq_get_current_queue(void);
+
+/* ---- Creating and configuring queues ---- */
+
+/*!
+ * Creates a queue. `label` (copied; may be NULL) names it in thread names,
+ * debuggers and error messages. `attr` is SQ_QUEUE_SERIAL (NULL),
+ * SQ_QUEUE_CONCURRENT or an inactive variant. The caller owns one reference.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_queue_t
+sq_queue_create(const char *SQ_NULLABLE label, sq_queue_attr_t SQ_NULLABLE attr);
+
+/*! sq_queue_create, then sq_set_target_queue (NULL: default global queue). */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_queue_t
+sq_queue_create_with_target(const char *SQ_NULLABLE label,
+		sq_queue_attr_t SQ_NULLABLE attr, sq_queue_t SQ_NULLABLE target);
+
+/*!
+ * Makes `queue` (NULL: the default global queue) the target of `object`: the
+ * object's work finally runs there, and a serial target serialises every
+ * queue that targets it. Takes effect between tasks. A cycle of targets
+ * stops the process; global and main queues ignore it.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_set_target_queue(sq_object_t object, sq_queue_t SQ_NULLABLE queue);
+
+/*! Pass to sq_queue_get_label for the current queue's label. */
+#define SQ_CURRENT_QUEUE_LABEL ((sq_queue_t)NULL)
+
+/*! The queue's label ("" when created without one). */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+const char *
+sq_queue_get_label(sq_queue_t SQ_NULLABLE queue);
+
+/*!
+ * Associates `context` with `key` on `queue` (NULL context removes it).
+ * `destructor`, if given, is called with the old context when it is
+ * replaced or removed, or when the queue is destroyed.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_queue_set_specific(sq_queue_t queue, const void *key,
+		void *SQ_NULLABLE context, sq_function_t SQ_NULLABLE destructor);
+
+/*! The context for `key` on `queue` itself, or NULL. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+void *SQ_NULLABLE
+sq_queue_get_specific(sq_queue_t queue, const void *key);
+
+/*!
+ * The context for `key` on the current queue or, failing that, on the
+ * first queue of its target chain that has one. NULL outside any task.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+void *SQ_NULLABLE
+sq_get_specific(const void *key);
+
+/*! Stops the process unless the calling thread runs a task of `queue`
+ * (directly or through a queue that targets it). */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_assert_queue(sq_queue_t queue);
+
+/*! Stops the process unless the calling thread runs `queue` exclusively
+ * (a serial queue, or a barrier task of a concurrent one). */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_assert_queue_barrier(sq_queue_t queue);
+
+/*! Stops the process if the calling thread runs a task of `queue`. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_assert_queue_not(sq_queue_t queue);
+
+/* ---- Submitting work ---- */
+
+/*! Submits `function(context)` to `queue` and returns at once. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_async_f(sq_queue_t queue, void *SQ_NULLABLE context, sq_function_t function);
+
+/*!
+ * Runs `function(context)` on `queue` and returns when it has run. On a
+ * serial queue it runs on the calling thread, after every task submitted
+ * before it. Calling it on a serial queue the thread already runs (directly
+ * or through a target chain) is a deadlock and stops the process.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_sync_f(sq_queue_t queue, void *SQ_NULLABLE context, sq_function_t function);
+
+/*!
+ * Submits a barrier: on a concurrent queue it starts after every task before
+ * it has finished, and runs alone; tasks after it wait for it. On a serial
+ * queue it is an ordinary task. Global queues treat it as an ordinary task.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_barrier_async_f(sq_queue_t queue, void *SQ_NULLABLE context,
+		sq_function_t function);
+
+/*! The synchronous form of sq_barrier_async_f. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_barrier_sync_f(sq_queue_t queue, void *SQ_NULLABLE context,
+		sq_function_t function);
+
+/*! Pass to sq_apply_f to let the pool choose (the default global queue). */
+#define SQ_APPLY_AUTO ((sq_queue_t)NULL)
+
+/*!
+ * Calls `function(context, i)` for every i in [0, iterations) and returns
+ * when all have run. On a concurrent queue (or SQ_APPLY_AUTO) the calls run
+ * in parallel and the calling thread takes part; on a serial queue they run
+ * one after another on that queue. A nested apply runs its iterations on the
+ * calling thread, so nesting never deadlocks or oversubscribes the pool.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_apply_f(size_t iterations, sq_queue_t SQ_NULLABLE queue,
+		void *SQ_NULLABLE context, sq_apply_function_t function);
+
+/* ---- The main queue ---- */
+
+/*!
+ * Drains the main queue on the main thread forever. Never returns: exit
+ * from a task (exit(3)) to end the program.
+ */
+SQ_EXPORT __attribute__((noreturn))
+void
+sq_main(void);
+
+/*!
+ * Runs the tasks on the main queue now, without waiting for more; returns
+ * how many ran. For programs with their own event loop (GLib, libevent, a
+ * game loop): poll sq_main_queue_fd() and call this when it is readable.
+ * Must be called on the main thread.
+ */
+SQ_EXPORT SQ_NOTHROW
+size_t
+sq_main_queue_drain(void);
+
+/*!
+ * A file descriptor (an eventfd) that becomes readable when the main queue
+ * has tasks; sq_main_queue_drain makes it unreadable again. Do not read,
+ * write or close it.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+int
+sq_main_queue_fd(void);
+
+/*!
+ * Drains the main queue on the main thread, waiting for tasks, until
+ * `condition(context)` returns true (checked after every task and at the
+ * start) or `deadline` passes. Returns whether the condition became true.
+ * `condition` may be NULL: then it runs until the deadline.
+ */
+SQ_EXPORT SQ_NOTHROW
+bool
+sq_main_queue_run_until(sq_time_t deadline,
+		bool (*SQ_NULLABLE condition)(void *SQ_NULLABLE context),
+		void *SQ_NULLABLE context);
+
+/* ---- Block forms ---- */
+
+#ifdef __BLOCKS__
+/* Runs and releases a block copied by one of the async wrappers below. */
+SQ_INLINE void
+_sq_call_and_release_block(void *SQ_NULLABLE block)
+{
+	((sq_block_t)block)();
+	_Block_release(block);
+}
+
+SQ_INLINE void
+_sq_call_apply_block(void *SQ_NULLABLE block, size_t iteration)
+{
+	((void (^)(size_t))block)(iteration);
+}
+
+/*! sq_async_f with a block (copied, released after it runs). */
+SQ_INLINE void
+sq_async(sq_queue_t queue, sq_block_t block)
+{
+	sq_async_f(queue, _Block_copy((const void *)block),
+			_sq_call_and_release_block);
+}
+
+SQ_INLINE void
+sq_barrier_async(sq_queue_t queue, sq_block_t block)
+{
+	sq_barrier_async_f(queue, _Block_copy((const void *)block),
+			_sq_call_and_release_block);
+}
+
+SQ_INLINE void
+sq_sync(sq_queue_t queue, sq_block_t SQ_NOESCAPE block)
+{
+	sq_sync_f(queue, (void *)block, _sq_call_block);
+}
+
+SQ_INLINE void
+sq_barrier_sync(sq_queue_t queue, sq_block_t SQ_NOESCAPE block)
+{
+	sq_barrier_sync_f(queue, (void *)block, _sq_call_block);
+}
+
+SQ_INLINE void
+sq_apply(size_t iterations, sq_queue_t SQ_NULLABLE queue,
+		void (^SQ_NOESCAPE block)(size_t iteration))
+{
+	sq_apply_f(iterations, queue, (void *)block, _sq_call_apply_block);
+}
+#endif
+
+SQ_ASSUME_NONNULL_END
+SQ_END_DECLS
+
+#endif /* SWIFTQUEUES_QUEUE_H */

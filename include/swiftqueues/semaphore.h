@@ -1,0 +1,43 @@
+/*
+ * SwiftQueues — counting semaphores. No system call while the count stays
+ * non-negative; waiters sleep on a futex against the monotonic clock.
+ */
+#ifndef SWIFTQUEUES_SEMAPHORE_H
+#define SWIFTQUEUES_SEMAPHORE_H
+
+#include <swiftqueues/base.h>
+#include <swiftqueues/object.h>
+#include <swiftqueues/time.h>
+
+SQ_BEGIN_DECLS
+SQ_ASSUME_NONNULL_BEGIN
+
+typedef struct sq_semaphore_s *sq_semaphore_t;
+
+/*!
+ * Creates a semaphore with `value` (>= 0) units; returns NULL for a negative
+ * value. Releasing it while threads wait on it stops the process, as does
+ * releasing it with fewer units than it was created with (a unit taken and
+ * never given back).
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_semaphore_t SQ_NULLABLE
+sq_semaphore_create(intptr_t value);
+
+/*!
+ * Takes one unit, waiting until one is available or `timeout` passes.
+ * Returns 0 on success, non-zero on timeout.
+ */
+SQ_EXPORT SQ_NOTHROW
+intptr_t
+sq_semaphore_wait(sq_semaphore_t semaphore, sq_time_t timeout);
+
+/*! Gives one unit back; returns non-zero if it woke a waiting thread. */
+SQ_EXPORT SQ_NOTHROW
+intptr_t
+sq_semaphore_signal(sq_semaphore_t semaphore);
+
+SQ_ASSUME_NONNULL_END
+SQ_END_DECLS
+
+#endif /* SWIFTQUEUES_SEMAPHORE_H */

@@ -1,0 +1,99 @@
+/*
+ * SwiftQueues — work items: a task as an object that can be submitted,
+ * cancelled before it runs, waited for and observed (libdispatch's
+ * dispatch_block_* for function pointers).
+ */
+#ifndef SWIFTQUEUES_WORKITEM_H
+#define SWIFTQUEUES_WORKITEM_H
+
+#include <swiftqueues/base.h>
+#include <swiftqueues/object.h>
+#include <swiftqueues/queue.h>
+#include <swiftqueues/time.h>
+
+SQ_BEGIN_DECLS
+SQ_ASSUME_NONNULL_BEGIN
+
+typedef struct sq_workitem_s *sq_workitem_t;
+
+typedef unsigned long sq_workitem_flags_t;
+/*! Submitted with sq_async_workitem, the item runs as a barrier. */
+#define SQ_WORKITEM_BARRIER 0x1ul
+
+/*!
+ * Creates a work item that will call `function(context)` at most once.
+ * The caller owns one reference; a submission holds its own until it ran.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_workitem_t
+sq_workitem_create_f(sq_workitem_flags_t flags, void *SQ_NULLABLE context,
+		sq_function_t function);
+
+/*! Submits the item to `queue` (as a barrier with SQ_WORKITEM_BARRIER). */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_async_workitem(sq_queue_t queue, sq_workitem_t item);
+
+/*! Runs the item now on the calling thread (unless cancelled or already run). */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_workitem_perform(sq_workitem_t item);
+
+/*!
+ * Cancels the item: if it has not started it never runs, and it counts as
+ * finished at once (waiters return, notifications are submitted). A running
+ * item is not interrupted; sq_workitem_testcancel tells it to stop early.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_workitem_cancel(sq_workitem_t item);
+
+/*! Whether the item has been cancelled. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+bool
+sq_workitem_testcancel(sq_workitem_t item);
+
+/*!
+ * Waits until the item has run or been cancelled, or `timeout` passes.
+ * Returns 0 when finished, non-zero on timeout.
+ */
+SQ_EXPORT SQ_NOTHROW
+intptr_t
+sq_workitem_wait(sq_workitem_t item, sq_time_t timeout);
+
+/*!
+ * Submits `function(context)` to `queue` once the item has run or been
+ * cancelled (at once if it already has).
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_workitem_notify_f(sq_workitem_t item, sq_queue_t queue,
+		void *SQ_NULLABLE context, sq_function_t function);
+
+#ifdef __BLOCKS__
+/*!
+ * A work item running a block. The block is copied now and released by the
+ * item's finalizer (so the item's context slot holds the block).
+ */
+SQ_INLINE sq_workitem_t
+sq_workitem_create(sq_workitem_flags_t flags, sq_block_t block)
+{
+	void *copy = _Block_copy((const void *)block);
+	sq_workitem_t item = sq_workitem_create_f(flags, copy, _sq_call_block);
+	sq_set_context(item, copy);
+	sq_set_finalizer_f(item, (sq_function_t)(void (*)(const void *))_Block_release);
+	return item;
+}
+
+SQ_INLINE void
+sq_workitem_notify(sq_workitem_t item, sq_queue_t queue, sq_block_t block)
+{
+	sq_workitem_notify_f(item, queue, _Block_copy((const void *)block),
+			_sq_call_and_release_block);
+}
+#endif
+
+SQ_ASSUME_NONNULL_END
+SQ_END_DECLS
+
+#endif /* SWIFTQUEUES_WORKITEM_H */
