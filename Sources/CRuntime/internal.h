@@ -24,6 +24,9 @@
 #define SQ_NOINLINE __attribute__((noinline))
 #define SQ_NORETURN __attribute__((noreturn))
 #define SQ_CACHELINE 64
+/* Thread-locals in the initial-exec model: a plain %fs-relative access
+ * even inside libswiftqueues.so, instead of a __tls_get_addr call. */
+#define SQ_TLS __thread __attribute__((tls_model("initial-exec")))
 
 /*
  * Reports a programming error in the caller and stops the process:

@@ -30,15 +30,12 @@ _sq_object_free(struct sq_object_s *object)
 }
 
 void
-_sq_object_validate(const char *call, const void *object)
+_sq_object_invalid(const char *call, const void *object)
 {
-	const struct sq_object_s *o = object;
-	if (SQ_UNLIKELY(o == NULL))
+	if (object == NULL)
 		_sq_client_crash(call, "object is NULL");
-	int32_t xref = __atomic_load_n(&o->xref, __ATOMIC_RELAXED);
-	if (SQ_UNLIKELY(xref <= SQ_REF_FREED / 2))
-		_sq_client_crash(call, "use of an object that was released "
-				"and destroyed");
+	_sq_client_crash(call, "use of an object that was released and "
+			"destroyed");
 }
 
 static void

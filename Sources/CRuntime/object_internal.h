@@ -101,8 +101,17 @@ _sq_object_label(const void *object)
 	return o->label ? o->label : "";
 }
 
+SQ_INTERNAL SQ_NORETURN void
+_sq_object_invalid(const char *call, const void *object);
+
 /* Stops the process unless `object` looks like a live SwiftQueues object. */
-SQ_INTERNAL void
-_sq_object_validate(const char *call, const void *object);
+SQ_INLINE void
+_sq_object_validate(const char *call, const void *object)
+{
+	const struct sq_object_s *o = object;
+	if (SQ_UNLIKELY(o == NULL || __atomic_load_n(&o->xref,
+			__ATOMIC_RELAXED) <= SQ_REF_FREED / 2))
+		_sq_object_invalid(call, object);
+}
 
 #endif /* SWIFTQUEUES_OBJECT_INTERNAL_H */

@@ -98,8 +98,8 @@ static struct {
 } _sq_pool;
 
 static sq_once_t _sq_pool_once;
-static __thread struct sq_worker_s *_sq_self;
-__thread int _sq_apply_depth;
+static SQ_TLS struct sq_worker_s *_sq_self;
+SQ_TLS int _sq_apply_depth;
 
 static const char *const _sq_root_thread_names[SQ_ROOT_COUNT] = {
 	"sq.high", "sq.default", "sq.low", "sq.background",

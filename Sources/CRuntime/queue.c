@@ -29,7 +29,7 @@
 #define SQ_CONCURRENT_DRAIN_BUDGET 256u
 #define SQ_MAX_TARGET_DEPTH 64
 
-__thread struct sq_frame_s *_sq_current_frame;
+SQ_TLS struct sq_frame_s *_sq_current_frame;
 
 static void _sq_queue_dispose(struct sq_object_s *object);
 static void _sq_queue_suspend(struct sq_object_s *object);
@@ -107,44 +107,68 @@ static uint32_t _sq_queue_serial_counter;
 
 /* ---- Continuation cache ------------------------------------------------
  *
- * A per-thread free list, bounded, so sq_async_f normally costs no malloc.
- * A continuation goes back to the cache of the thread that frees it (a
+ * A per-thread free list so sq_async_f normally costs no malloc. A
+ * continuation goes back to the cache of the thread that frees it (a
  * worker), before its function runs, so the function's own submissions
- * reuse a hot cache line.
+ * reuse a hot cache line. Producer / consumer patterns would leave every
+ * producer allocating and every worker freeing: a worker whose cache is
+ * full hands a batch to a global lock-free stack, where a thread whose
+ * cache is empty takes it, so memory circulates in batches instead of going
+ * through malloc and free one continuation at a time.
  */
-#define SQ_CONT_CACHE_LIMIT 1024
+#define SQ_CONT_CACHE_LIMIT 512
+#define SQ_CONT_BATCH 128
+/* A batch is a chain (job.link.next) of SQ_CONT_BATCH continuations; its
+ * first one's `data` field is the link on the global stack. */
+#define SQ_CONT_BATCH_LINK offsetof(struct sq_cont_s, data)
 
-static __thread struct sq_cont_s *_sq_cont_cache;
-static __thread unsigned _sq_cont_cache_count;
+static sq_lifo_t _sq_cont_batches = SQ_LIFO_INIT;
+static SQ_TLS struct sq_cont_s *_sq_cont_cache;
+static SQ_TLS unsigned _sq_cont_cache_count;
 
 static inline void _sq_cont_cache_register(void);
+
+static inline struct sq_cont_s *
+_sq_cont_next(struct sq_cont_s *c)
+{
+	return (struct sq_cont_s *)c->job.link.next;
+}
 
 struct sq_cont_s *
 _sq_cont_alloc(void)
 {
 	struct sq_cont_s *c = _sq_cont_cache;
-	if (SQ_LIKELY(c != NULL)) {
-		_sq_cont_cache = (struct sq_cont_s *)c->job.link.next;
-		_sq_cont_cache_count--;
-		return c;
+	if (SQ_UNLIKELY(c == NULL)) {
+		c = sq_lifo_pop(&_sq_cont_batches, SQ_CONT_BATCH_LINK);
+		if (c == NULL) {
+			c = malloc(sizeof(*c));
+			if (c == NULL)
+				_sq_client_crash("sq_async_f", "out of memory");
+			return c;
+		}
+		_sq_cont_cache_count = SQ_CONT_BATCH;
 	}
-	c = malloc(sizeof(*c));
-	if (c == NULL)
-		_sq_client_crash("sq_async_f", "out of memory");
+	_sq_cont_cache = _sq_cont_next(c);
+	_sq_cont_cache_count--;
 	return c;
 }
 
 void
 _sq_cont_free(struct sq_cont_s *c)
 {
-	if (_sq_cont_cache_count >= SQ_CONT_CACHE_LIMIT) {
-		free(c);
-		return;
-	}
 	_sq_cont_cache_register(); /* so the cache is freed at thread exit */
 	c->job.link.next = (struct cds_wfcq_node *)_sq_cont_cache;
 	_sq_cont_cache = c;
-	_sq_cont_cache_count++;
+	if (SQ_LIKELY(++_sq_cont_cache_count < SQ_CONT_CACHE_LIMIT))
+		return;
+	/* Full: the newest SQ_CONT_BATCH become a batch for other threads. */
+	struct sq_cont_s *last = c;
+	for (unsigned i = 1; i < SQ_CONT_BATCH; i++)
+		last = _sq_cont_next(last);
+	_sq_cont_cache = _sq_cont_next(last);
+	_sq_cont_cache_count -= SQ_CONT_BATCH;
+	last->job.link.next = NULL;
+	sq_lifo_push(&_sq_cont_batches, c, SQ_CONT_BATCH_LINK);
 }
 
 /* Thread exit: give the cached continuations back to malloc (a key
@@ -157,7 +181,7 @@ _sq_cont_cache_destroy(void *unused)
 {
 	struct sq_cont_s *c = _sq_cont_cache;
 	while (c) {
-		struct sq_cont_s *next = (struct sq_cont_s *)c->job.link.next;
+		struct sq_cont_s *next = _sq_cont_next(c);
 		free(c);
 		c = next;
 	}
@@ -176,7 +200,7 @@ _sq_cont_cache_register(void)
 {
 	/* Registers the destructor for this thread once; the value only
 	 * needs to be non-NULL. */
-	static __thread bool registered;
+	static SQ_TLS bool registered;
 	if (SQ_UNLIKELY(!registered)) {
 		registered = true;
 		sq_once_f(&_sq_cont_cache_key_once, NULL,
@@ -308,10 +332,14 @@ _sq_queue_dispose(struct sq_object_s *object)
 
 /* ---- State machine ------------------------------------------------------ */
 
+/* cds_wfcq_empty without the library call: empty means the head has no
+ * successor and the tail still points at the head. */
 static inline bool
 _sq_queue_is_empty(struct sq_queue_s *q)
 {
-	return cds_wfcq_empty(&q->head, &q->tail);
+	return __atomic_load_n(&q->head.node.next, __ATOMIC_SEQ_CST) == NULL &&
+			__atomic_load_n(&q->tail.p, __ATOMIC_SEQ_CST) ==
+			&q->head.node;
 }
 
 /* Whether a drainer would find something to do (suspension aside). */
@@ -889,6 +917,18 @@ _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 	_sq_queue_validate(call, q);
 	if (_sq_queue_is_root(q)) {
 		_sq_sync_run_here(q, false, ctx, func);
+		return;
+	}
+	/* The common case, a serial queue on a root queue, idle: take it
+	 * and run here (frames: just q). */
+	if (q->type == SQ_QUEUE_TYPE_SERIAL &&
+			_sq_queue_is_root(_sq_queue_target(q)) &&
+			_sq_frame_find(q) == NULL && _sq_serial_try_take(q)) {
+		struct sq_frame_s frame;
+		_sq_frame_push(&frame, q, true);
+		func(ctx);
+		_sq_frame_pop(&frame);
+		_sq_queue_relinquish(q);
 		return;
 	}
 	_sq_sync_check_deadlock(call, q, barrier);

@@ -152,7 +152,7 @@ struct sq_frame_s {
 	bool exclusive; /* the thread runs `queue` alone (serial or barrier) */
 };
 
-SQ_INTERNAL extern __thread struct sq_frame_s *_sq_current_frame;
+SQ_INTERNAL extern SQ_TLS struct sq_frame_s *_sq_current_frame;
 
 SQ_INLINE void
 _sq_frame_push(struct sq_frame_s *frame, struct sq_queue_s *q, bool exclusive)
@@ -196,7 +196,7 @@ SQ_INTERNAL int _sq_pool_width(void);
 
 /* Whether the calling thread is a worker, and inside an sq_apply_f. */
 SQ_INTERNAL bool _sq_thread_is_worker(void);
-SQ_INTERNAL extern __thread int _sq_apply_depth;
+SQ_INTERNAL extern SQ_TLS int _sq_apply_depth;
 
 /* Whether the calling thread is the process's main thread. */
 SQ_INTERNAL bool _sq_is_main_thread(void);

@@ -318,8 +318,8 @@ static void
 cycle_two(void *unused)
 {
 	child_start();
-	sq_queue_t a = sq_queue_create("com.example.cycle.a", NULL);
-	sq_queue_t b = sq_queue_create_with_target("com.example.cycle.b",
+	sq_queue_t a = sq_queue_create("com.example.ring.a", NULL);
+	sq_queue_t b = sq_queue_create_with_target("com.example.ring.b",
 			NULL, a);
 	sq_set_target_queue(a, b);
 	sq_async_f(a, NULL, nothing);
@@ -330,10 +330,10 @@ static void
 cycle_three(void *unused)
 {
 	child_start();
-	sq_queue_t a = sq_queue_create("com.example.cycle.a", NULL);
-	sq_queue_t b = sq_queue_create_with_target("com.example.cycle.b",
+	sq_queue_t a = sq_queue_create("com.example.ring.a", NULL);
+	sq_queue_t b = sq_queue_create_with_target("com.example.ring.b",
 			SQ_QUEUE_CONCURRENT, a);
-	sq_queue_t c = sq_queue_create_with_target("com.example.cycle.c",
+	sq_queue_t c = sq_queue_create_with_target("com.example.ring.c",
 			NULL, b);
 	sq_set_target_queue(a, c);
 	sq_async_f(a, NULL, nothing);
@@ -344,7 +344,7 @@ static void
 cycle_self(void *unused)
 {
 	child_start();
-	sq_queue_t a = sq_queue_create("com.example.cycle.self", NULL);
+	sq_queue_t a = sq_queue_create("com.example.ring.self", NULL);
 	sq_set_target_queue(a, a);
 	sq_async_f(a, NULL, nothing);
 	pause();
@@ -354,8 +354,9 @@ static void
 test_cycles(void)
 {
 	CHECK_CRASH(cycle_two, NULL, "SwiftQueues: sq_set_target_queue");
-	CHECK_CRASH(cycle_two, NULL, "cycle");
+	CHECK_CRASH(cycle_two, NULL, "'com.example.ring.a'");
 	CHECK_CRASH(cycle_three, NULL, "SwiftQueues: sq_set_target_queue");
+	CHECK_CRASH(cycle_three, NULL, "'com.example.ring.a'");
 	CHECK_CRASH(cycle_self, NULL, "SwiftQueues: sq_set_target_queue");
 }
 

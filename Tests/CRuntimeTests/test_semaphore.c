@@ -395,8 +395,8 @@ race_signaller(void *arg)
 {
 	for (int i = 0; i < RACE_OPS; i++) {
 		sq_semaphore_signal(race_sema);
-		if (i % 64 == 0)
-			sched_yield();
+		for (volatile int spin = 0; spin < (i % 9) * 30; spin++)
+			; /* vary the moment of the next signal */
 	}
 	return NULL;
 }

@@ -448,8 +448,8 @@ test_cancel_race(void)
 		sq_workitem_t item = sq_workitem_create_f(0, NULL, race_run);
 		sq_workitem_notify_f(item, q, notified, signal_semaphore);
 		sq_async_workitem(q, item);
-		if (i & 1)
-			sched_yield();
+		for (volatile int spin = 0; spin < (i % 7) * 50; spin++)
+			; /* vary the moment of the cancel */
 		sq_workitem_cancel(item);
 		if (sq_workitem_wait(item, in_ms(10000)) != 0)
 			not_finished++;
