@@ -27,7 +27,7 @@
  * While count > 0 the group holds an internal reference on itself, so a
  * group released with work pending still wakes its waiters and notifies.
  */
-#include "internal.h"
+#include "queue_internal.h"
 
 #include <stdlib.h>
 
@@ -53,12 +53,6 @@ struct sq_group_s {
 	struct _sq_group_notify_s **notify_tail;
 };
 
-/* What sq_group_async_f submits: runs the function, then leaves. */
-struct _sq_group_async_s {
-	struct sq_group_s *group;
-	void *context;
-	sq_function_t function;
-};
 
 /* The generation half of the state word, whatever the byte order. */
 static inline uint32_t *
@@ -115,8 +109,7 @@ _sq_group_enter(struct sq_group_s *g)
 	uint64_t count = old & GROUP_COUNT_MASK;
 	if (SQ_UNLIKELY(count == GROUP_COUNT_MASK)) {
 		_sq_client_crash("sq_group_enter", "too many enters "
-				"(count overflow) on group '%s'",
-				_sq_object_label(g));
+				"(count overflow)");
 	}
 	/* 0 -> 1: the group keeps itself alive until it is empty again.
 	 * The caller holds a reference, so the object cannot go away
@@ -132,7 +125,7 @@ sq_group_enter(sq_group_t group)
 	_sq_group_enter(group);
 }
 
-static void
+void
 _sq_group_leave(struct sq_group_s *g)
 {
 	struct _sq_group_notify_s *list = NULL;
@@ -145,9 +138,9 @@ _sq_group_leave(struct sq_group_s *g)
 		if (SQ_UNLIKELY(count == 0)) {
 			if (locked)
 				sq_spinlock_unlock(&g->notify_lock);
+			/* Groups have no label to name. */
 			_sq_client_crash("sq_group_leave", "unbalanced leave: "
-					"group '%s' left more times than "
-					"entered", _sq_object_label(g));
+					"group left more times than entered");
 		}
 		if (count > 1) {
 			new = old - 1;
@@ -156,6 +149,7 @@ _sq_group_leave(struct sq_group_s *g)
 			 * the same critical section as the transition. */
 			sq_spinlock_lock(&g->notify_lock);
 			locked = true;
+			/* Relaxed: a fresh guess; the CAS decides. */
 			old = __atomic_load_n(&g->state, __ATOMIC_RELAXED);
 			continue;
 		} else {
@@ -278,20 +272,6 @@ sq_group_notify_f(sq_group_t group, sq_queue_t queue, void *context,
 	sq_spinlock_unlock(&g->notify_lock);
 }
 
-static void
-_sq_group_async_invoke(void *context)
-{
-	struct _sq_group_async_s *a = context;
-	struct sq_group_s *g = a->group;
-	void *ctx = a->context;
-	sq_function_t fn = a->function;
-	free(a);
-	fn(ctx);
-	/* The group may have been released by the program: our enter keeps
-	 * it alive until this leave. */
-	_sq_group_leave(g);
-}
-
 void
 sq_group_async_f(sq_group_t group, sq_queue_t queue, void *context,
 		sq_function_t function)
@@ -299,12 +279,9 @@ sq_group_async_f(sq_group_t group, sq_queue_t queue, void *context,
 	_sq_object_validate("sq_group_async_f", group);
 	_sq_object_validate("sq_group_async_f", queue);
 	_SQ_REQUIRE_FUNCTION("sq_group_async_f", function);
-	struct _sq_group_async_s *a = malloc(sizeof(*a));
-	if (a == NULL)
-		_sq_client_crash("sq_group_async_f", "out of memory");
-	a->group = group;
-	a->context = context;
-	a->function = function;
+	/* The continuation itself carries the group and leaves it after the
+	 * function ran: no wrapper allocation. The enter keeps the group
+	 * alive until that leave, even if the program releases it. */
 	_sq_group_enter(group);
-	sq_async_f(queue, a, _sq_group_async_invoke);
+	_sq_async_group(queue, context, function, group);
 }

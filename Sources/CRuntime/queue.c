@@ -503,10 +503,13 @@ _sq_cont_invoke(struct sq_cont_s *c)
 		}
 		sq_function_t func = c->func;
 		void *ctx = c->ctx;
+		void *group = c->data;
 		_sq_cont_free(c);
 		func(ctx);
 		if (own_frame)
 			_sq_frame_pop(&frame);
+		if (flags & SQ_CONT_GROUP)
+			_sq_group_leave(group);
 	}
 	if (flags & SQ_CONT_FORWARDED)
 		_sq_concurrent_item_done(q);
@@ -685,6 +688,15 @@ _sq_async(const char *call, struct sq_queue_s *q, void *ctx,
 			flags &= ~SQ_CONT_BARRIER;
 	}
 	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, flags);
+	_sq_queue_push(q, &c->job);
+}
+
+void
+_sq_async_group(struct sq_queue_s *q, void *ctx, sq_function_t func,
+		struct sq_group_s *g)
+{
+	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, SQ_CONT_GROUP);
+	c->data = g;
 	_sq_queue_push(q, &c->job);
 }
 

@@ -31,7 +31,7 @@ struct sq_job_s {
 #define SQ_CONT_SYNC 0x2u      /* data is a struct sq_sync_waiter_s */
 #define SQ_CONT_FORWARDED 0x4u /* started by concurrent queue `queue`; tell
                                   it when done (_sq_concurrent_item_done) */
-#define SQ_CONT_CACHED 0x8u    /* memory from the continuation cache */
+#define SQ_CONT_GROUP 0x8u     /* data is a group to leave when done */
 
 /* One unit of submitted work: 48 bytes, from a per-thread cache. */
 struct sq_cont_s {
@@ -132,6 +132,13 @@ SQ_INTERNAL void _sq_queue_push(struct sq_queue_s *q, struct sq_job_s *job);
 
 /* Runs a job: a continuation is invoked, a queue drained. */
 SQ_INTERNAL void _sq_job_run(struct sq_job_s *job);
+
+/* Submits func(ctx) to q as a member of group g (already entered): the
+ * continuation leaves the group after the function returns. */
+struct sq_group_s;
+SQ_INTERNAL void _sq_async_group(struct sq_queue_s *q, void *ctx,
+		sq_function_t func, struct sq_group_s *g);
+SQ_INTERNAL void _sq_group_leave(struct sq_group_s *g);
 
 /* Tells concurrent queue `q` that one of its started tasks finished. */
 SQ_INTERNAL void _sq_concurrent_item_done(struct sq_queue_s *q);

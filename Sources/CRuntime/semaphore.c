@@ -44,9 +44,10 @@ static void
 _sq_semaphore_last_external_release(struct sq_object_s *object)
 {
 	struct sq_semaphore_s *s = (struct sq_semaphore_s *)object;
-	/* Relaxed: sq_release took an acquire fence after the last xref
-	 * decrement; only threads still (wrongly) inside wait race with us,
-	 * and we are about to report exactly that. */
+	/* Relaxed: sq_release's acq_rel decrement of the last xref already
+	 * ordered us after every balanced wait and signal; only threads
+	 * still (wrongly) inside wait race with us, which is what we
+	 * report. */
 	intptr_t value = __atomic_load_n(&s->value, __ATOMIC_RELAXED);
 	uint32_t wakeups = __atomic_load_n(&s->wakeups, __ATOMIC_RELAXED);
 	if (SQ_LIKELY(value >= s->created_value && wakeups == 0))

@@ -141,8 +141,9 @@ _sq_workitem_run(struct sq_workitem_s *item)
 	item->function(item->function_context);
 
 	/* Release: a waiter or notification that sees FINISHED sees what
-	 * the function wrote. Acquire: NOTIFS read here covers the list. */
-	old = __atomic_fetch_or(&item->state, WI_FINISHED, __ATOMIC_ACQ_REL);
+	 * the function wrote. No acquire needed: the notify list is read
+	 * under its lock, and waking needs no data. */
+	old = __atomic_fetch_or(&item->state, WI_FINISHED, __ATOMIC_RELEASE);
 	_sq_workitem_finished(item, old);
 }
 
@@ -192,10 +193,9 @@ sq_workitem_cancel(sq_workitem_t item)
 		if (!(old & WI_STARTED))
 			new |= WI_FINISHED;
 		/* Release: a waiter woken by this cancel sees what we wrote
-		 * before it. Acquire: WAITERS / NOTIFS read here cover the
-		 * registrations. */
+		 * before it. No acquire needed, as in _sq_workitem_run. */
 	} while (!__atomic_compare_exchange_n(&item->state, &old, new, true,
-			__ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+			__ATOMIC_RELEASE, __ATOMIC_RELAXED));
 	if (!(old & WI_STARTED))
 		_sq_workitem_finished(item, old);
 }

@@ -74,7 +74,8 @@ test_wait_many_queues(void)
 	}
 	member_count = 0;
 	for (int i = 0; i < QUEUES; i++)
-		sq_group_async_f(g, q[i], (void *)(intptr_t)(i % 3), count_member);
+		sq_group_async_f(g, q[i], (void *)(intptr_t)(i % 3),
+				count_member);
 	CHECK_EQ(sq_group_wait(g, SQ_TIME_FOREVER), 0);
 	CHECK_EQ(load32(&member_count), QUEUES);
 
@@ -447,9 +448,11 @@ test_misuse(void)
 	CHECK_CRASH(leave_twice, NULL,
 			"SwiftQueues: sq_group_leave: unbalanced leave");
 	CHECK_CRASH(async_null_function, NULL,
-			"SwiftQueues: sq_group_async_f: function pointer is NULL");
+			"SwiftQueues: sq_group_async_f: "
+			"function pointer is NULL");
 	CHECK_CRASH(notify_null_function, NULL,
-			"SwiftQueues: sq_group_notify_f: function pointer is NULL");
+			"SwiftQueues: sq_group_notify_f: "
+			"function pointer is NULL");
 }
 
 int

@@ -127,7 +127,8 @@ test_timeout(void)
 	CHECK(ms < 2000);
 
 	t0 = sqt_now_ns();
-	r = sq_semaphore_wait(s, sq_walltime(NULL, 100 * (int64_t)NSEC_PER_MSEC));
+	sq_time_t wall = sq_walltime(NULL, 100 * (int64_t)NSEC_PER_MSEC);
+	r = sq_semaphore_wait(s, wall);
 	ms = (sqt_now_ns() - t0) / 1000000;
 	CHECK(r != 0);
 	CHECK(ms >= 90);
@@ -481,9 +482,11 @@ static void
 test_misuse(void)
 {
 	CHECK_CRASH(release_while_waiting, NULL,
-			"SwiftQueues: sq_release: semaphore destroyed while in use");
+			"SwiftQueues: sq_release: semaphore destroyed "
+			"while in use");
 	CHECK_CRASH(release_with_unit_taken, NULL,
-			"SwiftQueues: sq_release: semaphore destroyed while in use");
+			"SwiftQueues: sq_release: semaphore destroyed "
+			"while in use");
 }
 
 int

@@ -495,11 +495,13 @@ static void
 test_misuse(void)
 {
 	CHECK_CRASH(create_null_function, NULL,
-			"SwiftQueues: sq_workitem_create_f: function pointer is NULL");
+			"SwiftQueues: sq_workitem_create_f: "
+			"function pointer is NULL");
 	CHECK_CRASH(create_unknown_flags, NULL,
 			"SwiftQueues: sq_workitem_create_f: unknown flags");
 	CHECK_CRASH(notify_null_function, NULL,
-			"SwiftQueues: sq_workitem_notify_f: function pointer is NULL");
+			"SwiftQueues: sq_workitem_notify_f: "
+			"function pointer is NULL");
 }
 
 int
