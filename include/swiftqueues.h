@@ -22,5 +22,6 @@
 #include <swiftqueues/group.h>
 #include <swiftqueues/semaphore.h>
 #include <swiftqueues/workitem.h>
+#include <swiftqueues/source.h>
 
 #endif /* SWIFTQUEUES_H */

@@ -38,6 +38,16 @@ _sq_object_invalid(const char *call, const void *object)
 			"destroyed");
 }
 
+/* Public calls that act on the object need a reference of the program's
+ * (a released source may still be alive, waiting for its cancellation). */
+static inline void
+_sq_object_require_reference(const char *call, struct sq_object_s *o)
+{
+	if (SQ_UNLIKELY(__atomic_load_n(&o->xref, __ATOMIC_RELAXED) <= 0))
+		_sq_client_crash(call, "%s '%s' was already released",
+				o->vtable->kind, _sq_object_label(o));
+}
+
 static void
 _sq_object_finalize(void *object)
 {
@@ -128,6 +138,7 @@ sq_suspend(sq_object_t object)
 {
 	_sq_object_validate("sq_suspend", object);
 	struct sq_object_s *o = object;
+	_sq_object_require_reference("sq_suspend", o);
 	if (o->vtable->suspend)
 		o->vtable->suspend(o);
 }
@@ -137,6 +148,7 @@ sq_resume(sq_object_t object)
 {
 	_sq_object_validate("sq_resume", object);
 	struct sq_object_s *o = object;
+	_sq_object_require_reference("sq_resume", o);
 	if (o->vtable->resume)
 		o->vtable->resume(o);
 }
@@ -146,6 +158,7 @@ sq_activate(sq_object_t object)
 {
 	_sq_object_validate("sq_activate", object);
 	struct sq_object_s *o = object;
+	_sq_object_require_reference("sq_activate", o);
 	if (o->vtable->activate)
 		o->vtable->activate(o);
 }

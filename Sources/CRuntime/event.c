@@ -1,0 +1,401 @@
+/*
+ * SwiftQueues — the manager thread: one libevent event_base, the command
+ * queue other threads post to, the timer heaps, and sq_after.
+ *
+ * The loop starts lazily with the first source or timer. Set-up order
+ * follows libevent's rules: evthread_use_pthreads() before anything else,
+ * a base with EVENT_BASE_FLAG_PRECISE_TIMER (CLOCK_MONOTONIC and a timerfd
+ * instead of millisecond epoll timeouts), run with EVLOOP_NO_EXIT_ON_EMPTY.
+ * Nothing but the loop thread touches libevent.
+ */
+#include "event_internal.h"
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+
+static struct {
+	struct event_base *base;
+	int wake_fd;
+	struct event *wake_ev;
+	struct event *timer_ev;
+	_Alignas(SQ_CACHELINE) struct __cds_wfcq_head head;
+	_Alignas(SQ_CACHELINE) struct cds_wfcq_tail tail;
+	/* Timer heaps [clock][by deadline = 0, by latest = 1]. */
+	struct sq_timer_s **heap[2][2];
+	uint32_t heap_count[2];
+	uint32_t heap_cap[2];
+} _sq_loop;
+
+static sq_once_t _sq_loop_once;
+
+struct event_base *
+_sq_loop_base(void)
+{
+	return _sq_loop.base;
+}
+
+uint64_t
+_sq_clock_now(int clock)
+{
+	return clock == SQ_CLOCK_WALL ? _sq_wall_ns() : _sq_monotonic_ns();
+}
+
+/* ---- Timer heaps ----------------------------------------------------------
+ *
+ * Classic binary min-heaps of pointers; each entry remembers its index in
+ * both heaps of its clock so it can be removed in O(log n).
+ */
+
+static inline uint64_t
+_sq_timer_key(const struct sq_timer_s *t, int which)
+{
+	return which == 0 ? t->deadline : t->latest;
+}
+
+static inline void
+_sq_heap_set(int clock, int which, uint32_t i, struct sq_timer_s *t)
+{
+	_sq_loop.heap[clock][which][i] = t;
+	t->heap_index[which] = i;
+}
+
+static void
+_sq_heap_up(int clock, int which, uint32_t i)
+{
+	struct sq_timer_s **h = _sq_loop.heap[clock][which];
+	struct sq_timer_s *t = h[i];
+	uint64_t key = _sq_timer_key(t, which);
+	while (i > 0) {
+		uint32_t parent = (i - 1) / 2;
+		if (_sq_timer_key(h[parent], which) <= key)
+			break;
+		_sq_heap_set(clock, which, i, h[parent]);
+		i = parent;
+	}
+	_sq_heap_set(clock, which, i, t);
+}
+
+static void
+_sq_heap_down(int clock, int which, uint32_t i)
+{
+	struct sq_timer_s **h = _sq_loop.heap[clock][which];
+	uint32_t n = _sq_loop.heap_count[clock];
+	struct sq_timer_s *t = h[i];
+	uint64_t key = _sq_timer_key(t, which);
+	for (;;) {
+		uint32_t child = 2 * i + 1;
+		if (child >= n)
+			break;
+		if (child + 1 < n && _sq_timer_key(h[child + 1], which) <
+				_sq_timer_key(h[child], which))
+			child++;
+		if (_sq_timer_key(h[child], which) >= key)
+			break;
+		_sq_heap_set(clock, which, i, h[child]);
+		i = child;
+	}
+	_sq_heap_set(clock, which, i, t);
+}
+
+/* Removes slot i; the heap's count has already been decremented, so the
+ * entry to move into the hole is the one just past the end. */
+static void
+_sq_heap_remove_at(int clock, int which, uint32_t i)
+{
+	uint32_t last = _sq_loop.heap_count[clock];
+	struct sq_timer_s **h = _sq_loop.heap[clock][which];
+	if (i == last)
+		return;
+	struct sq_timer_s *moved = h[last];
+	_sq_heap_set(clock, which, i, moved);
+	_sq_heap_down(clock, which, i);
+	_sq_heap_up(clock, which, moved->heap_index[which]);
+}
+
+void
+_sq_timer_init(struct sq_timer_s *t, void (*fire)(struct sq_timer_s *,
+		uint64_t))
+{
+	memset(t, 0, sizeof(*t));
+	t->heap_index[0] = t->heap_index[1] = UINT32_MAX;
+	t->fire = fire;
+}
+
+void
+_sq_timer_unschedule(struct sq_timer_s *t)
+{
+	if (t->heap_index[0] == UINT32_MAX)
+		return;
+	int c = t->clock;
+	_sq_loop.heap_count[c]--;
+	_sq_heap_remove_at(c, 0, t->heap_index[0]);
+	_sq_heap_remove_at(c, 1, t->heap_index[1]);
+	t->heap_index[0] = t->heap_index[1] = UINT32_MAX;
+}
+
+void
+_sq_timer_schedule(struct sq_timer_s *t)
+{
+	_sq_timer_unschedule(t);
+	int c = t->clock;
+	if (_sq_loop.heap_count[c] == _sq_loop.heap_cap[c]) {
+		uint32_t cap = _sq_loop.heap_cap[c] ? 2 * _sq_loop.heap_cap[c]
+				: 64;
+		for (int w = 0; w < 2; w++) {
+			void *grown = realloc(_sq_loop.heap[c][w],
+					cap * sizeof(struct sq_timer_s *));
+			if (grown == NULL)
+				_sq_client_crash("sq_source_set_timer",
+						"out of memory");
+			_sq_loop.heap[c][w] = grown;
+		}
+		_sq_loop.heap_cap[c] = cap;
+	}
+	uint32_t i = _sq_loop.heap_count[c]++;
+	for (int w = 0; w < 2; w++) {
+		_sq_heap_set(c, w, i, t);
+		_sq_heap_up(c, w, i);
+	}
+}
+
+/* Fires every due timer, then sleeps the libevent timer until the next
+ * earliest `latest`. Wall-clock timers are re-checked at least every
+ * second so a clock step is noticed. */
+static void
+_sq_timers_run(void)
+{
+	uint64_t sleep_ns = UINT64_MAX;
+	for (int c = 0; c < 2; c++) {
+		uint64_t now = _sq_clock_now(c);
+		while (_sq_loop.heap_count[c] > 0 &&
+				_sq_loop.heap[c][0][0]->deadline <= now) {
+			struct sq_timer_s *t = _sq_loop.heap[c][0][0];
+			_sq_timer_unschedule(t);
+			t->fire(t, now);
+		}
+		if (_sq_loop.heap_count[c] > 0) {
+			uint64_t latest = _sq_loop.heap[c][1][0]->latest;
+			uint64_t wait = latest > now ? latest - now : 0;
+			if (c == SQ_CLOCK_WALL && wait > NSEC_PER_SEC)
+				wait = NSEC_PER_SEC;
+			if (wait < sleep_ns)
+				sleep_ns = wait;
+		}
+	}
+	if (sleep_ns == UINT64_MAX) {
+		event_del(_sq_loop.timer_ev);
+		return;
+	}
+	struct timeval tv = {
+		.tv_sec = (time_t)(sleep_ns / NSEC_PER_SEC),
+		.tv_usec = (suseconds_t)((sleep_ns % NSEC_PER_SEC) / 1000),
+	};
+	evtimer_add(_sq_loop.timer_ev, &tv);
+}
+
+static void
+_sq_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	_sq_timers_run();
+}
+
+/* ---- Commands -------------------------------------------------------- */
+
+static void
+_sq_loop_drain_commands(void)
+{
+	for (;;) {
+		struct cds_wfcq_node *n = __cds_wfcq_dequeue_nonblocking(
+				&_sq_loop.head, &_sq_loop.tail);
+		if (n == NULL)
+			break;
+		if (n == CDS_WFCQ_WOULDBLOCK) {
+			/* A poster is between its two steps; it also wrote
+			 * (or will write) the eventfd only if the queue was
+			 * empty, so retry now rather than wait. */
+			sched_yield();
+			continue;
+		}
+		_sq_tsan_acquire(n);
+		struct sq_loop_node_s *node = (struct sq_loop_node_s *)n;
+		if (node->kind == SQ_LOOP_SOURCE)
+			_sq_source_run_commands(caa_container_of(node,
+					struct sq_source_s, node));
+		else
+			_sq_after_schedule(node);
+	}
+	_sq_timers_run();
+}
+
+static void
+_sq_wake_cb(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t count;
+	ssize_t r = read(_sq_loop.wake_fd, &count, sizeof(count));
+	(void)r;
+	_sq_loop_drain_commands();
+}
+
+void
+_sq_loop_post(struct sq_loop_node_s *node)
+{
+	node->link.next = NULL;
+	_sq_tsan_release(node);
+	/* Wait-free append, a full barrier; wake the loop only when the
+	 * queue was empty (the loop drains everything each time). */
+	if (!cds_wfcq_enqueue(&_sq_loop.head, &_sq_loop.tail, &node->link)) {
+		uint64_t one = 1;
+		ssize_t w = write(_sq_loop.wake_fd, &one, sizeof(one));
+		(void)w;
+	}
+}
+
+/* ---- The thread ---------------------------------------------------------- */
+
+static void *
+_sq_loop_main(void *unused)
+{
+	pthread_setname_np(pthread_self(), "sq.manager");
+	/* Runs until the process exits: no loopbreak is ever needed. */
+	event_base_loop(_sq_loop.base, EVLOOP_NO_EXIT_ON_EMPTY);
+	_sq_client_crash("sq_source_create", "the event loop stopped");
+}
+
+static void
+_sq_loop_start(void *unused)
+{
+	if (evthread_use_pthreads() != 0)
+		_sq_client_crash("sq_source_create", "libevent has no "
+				"pthreads support");
+	struct event_config *cfg = event_config_new();
+	if (cfg == NULL)
+		_sq_client_crash("sq_source_create", "out of memory");
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+	_sq_loop.base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
+	if (_sq_loop.base == NULL)
+		_sq_client_crash("sq_source_create", "cannot create the "
+				"libevent base");
+
+	__cds_wfcq_init(&_sq_loop.head, &_sq_loop.tail);
+	_sq_loop.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (_sq_loop.wake_fd < 0)
+		_sq_client_crash("sq_source_create", "eventfd: %s",
+				strerror(errno));
+	_sq_loop.wake_ev = event_new(_sq_loop.base, _sq_loop.wake_fd,
+			EV_READ | EV_PERSIST, _sq_wake_cb, NULL);
+	_sq_loop.timer_ev = evtimer_new(_sq_loop.base, _sq_timer_cb, NULL);
+	if (_sq_loop.wake_ev == NULL || _sq_loop.timer_ev == NULL ||
+			event_add(_sq_loop.wake_ev, NULL) != 0)
+		_sq_client_crash("sq_source_create", "cannot set up the "
+				"event loop");
+
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t thread;
+	if (pthread_create(&thread, &attr, _sq_loop_main, NULL) != 0)
+		_sq_client_crash("sq_source_create", "cannot start the "
+				"manager thread: %s", strerror(errno));
+	pthread_attr_destroy(&attr);
+}
+
+SQ_INTERNAL void _sq_loop_init(void);
+
+void
+_sq_loop_init(void)
+{
+	sq_once_f(&_sq_loop_once, NULL, _sq_loop_start);
+}
+
+/* ---- sq_after ------------------------------------------------------------ */
+
+/* One allocation per sq_after: the entry is the command node, the timer
+ * and the submission. */
+struct sq_after_s {
+	struct sq_loop_node_s node;
+	struct sq_timer_s timer;
+	struct sq_queue_s *queue;
+	void *ctx;
+	sq_function_t func;
+	sq_workitem_t item; /* sq_after_workitem: submitted instead of func */
+};
+
+static void
+_sq_after_fire(struct sq_timer_s *t, uint64_t now)
+{
+	struct sq_after_s *a = caa_container_of(t, struct sq_after_s, timer);
+	if (a->item) {
+		sq_async_workitem(a->queue, a->item);
+		sq_release(a->item);
+	} else {
+		sq_async_f(a->queue, a->ctx, a->func);
+	}
+	_sq_release_internal(a->queue);
+	free(a);
+}
+
+void
+_sq_after_schedule(struct sq_loop_node_s *node)
+{
+	struct sq_after_s *a = caa_container_of(node, struct sq_after_s, node);
+	_sq_timer_schedule(&a->timer);
+}
+
+static void
+_sq_after(sq_time_t when, sq_queue_t queue, void *ctx, sq_function_t func,
+		sq_workitem_t item)
+{
+	_sq_object_validate(item ? "sq_after_workitem" : "sq_after_f", queue);
+	if (when == SQ_TIME_FOREVER) {
+		if (item)
+			sq_release(item);
+		return;
+	}
+	if (when == SQ_TIME_NOW) {
+		if (item) {
+			sq_async_workitem(queue, item);
+			sq_release(item);
+		} else {
+			sq_async_f(queue, ctx, func);
+		}
+		return;
+	}
+	_sq_loop_init();
+	struct sq_after_s *a = malloc(sizeof(*a));
+	if (a == NULL)
+		_sq_client_crash("sq_after_f", "out of memory");
+	_sq_timer_init(&a->timer, _sq_after_fire);
+	if (when == SQ_WALLTIME_NOW)
+		when = sq_walltime(NULL, 0);
+	a->timer.clock = (when & SQ_TIME_WALL_FLAG) ? SQ_CLOCK_WALL
+			: SQ_CLOCK_MONOTONIC;
+	a->timer.deadline = when & ~SQ_TIME_WALL_FLAG;
+	a->timer.latest = a->timer.deadline; /* on time: no leeway */
+	a->node.kind = SQ_LOOP_AFTER;
+	a->queue = queue;
+	a->ctx = ctx;
+	a->func = func;
+	a->item = item;
+	_sq_retain_internal(queue);
+	_sq_loop_post(&a->node);
+}
+
+void
+sq_after_f(sq_time_t when, sq_queue_t queue, void *ctx, sq_function_t func)
+{
+	_SQ_REQUIRE_FUNCTION("sq_after_f", func);
+	_sq_after(when, queue, ctx, func, NULL);
+}
+
+void
+sq_after_workitem(sq_time_t when, sq_queue_t queue, sq_workitem_t item)
+{
+	_sq_object_validate("sq_after_workitem", item);
+	sq_retain(item);
+	_sq_after(when, queue, NULL, NULL, item);
+}

@@ -1,0 +1,152 @@
+/*
+ * SwiftQueues — the manager thread's event loop (event.c) and the sources
+ * it serves (source.c). Not installed.
+ */
+#ifndef SWIFTQUEUES_EVENT_INTERNAL_H
+#define SWIFTQUEUES_EVENT_INTERNAL_H
+
+#include "queue_internal.h"
+
+#include <sys/stat.h>
+
+struct event;
+struct event_base;
+
+/* ---- Commands ----------------------------------------------------------
+ *
+ * Other threads never call libevent: they post a node on the loop's
+ * wait-free command queue and, if it was empty, wake the loop through an
+ * eventfd (a write is never lost, even before the loop runs).
+ */
+enum sq_loop_node_kind {
+	SQ_LOOP_SOURCE = 1, /* a source with command bits to process */
+	SQ_LOOP_AFTER = 2,  /* an sq_after entry to schedule */
+};
+
+struct sq_loop_node_s {
+	struct cds_wfcq_node link;
+	uint32_t kind;
+};
+
+SQ_INTERNAL void _sq_loop_post(struct sq_loop_node_s *node);
+
+/* The loop's libevent base; only for code running on the loop thread. */
+SQ_INTERNAL struct event_base *_sq_loop_base(void);
+
+/* ---- Timers (loop thread only) ----------------------------------------
+ *
+ * Two clocks (monotonic, wall), each with two binary heaps over the same
+ * entries: by deadline and by latest (deadline + leeway). The loop sleeps
+ * until the earliest `latest`; when it wakes it fires every entry whose
+ * deadline has passed. So a timer fires within [deadline, latest], and
+ * timers whose windows overlap fire together.
+ */
+enum { SQ_CLOCK_MONOTONIC = 0, SQ_CLOCK_WALL = 1 };
+
+struct sq_timer_s {
+	uint64_t deadline; /* ns on its clock */
+	uint64_t latest;   /* deadline + leeway, saturated */
+	uint32_t heap_index[2]; /* by deadline, by latest; UINT32_MAX: out */
+	uint8_t clock;
+	/* Called on the loop thread when the entry fires (it has already
+	 * been removed from the heaps). `now` is the clock's time. */
+	void (*fire)(struct sq_timer_s *timer, uint64_t now);
+};
+
+SQ_INTERNAL void _sq_timer_init(struct sq_timer_s *t,
+		void (*fire)(struct sq_timer_s *, uint64_t));
+SQ_INTERNAL void _sq_timer_schedule(struct sq_timer_s *t);
+SQ_INTERNAL void _sq_timer_unschedule(struct sq_timer_s *t);
+/* Current time on a clock, ns. */
+SQ_INTERNAL uint64_t _sq_clock_now(int clock);
+
+/* ---- Sources ------------------------------------------------------------ */
+
+enum sq_source_kind {
+	SQ_SOURCE_DATA_ADD = 1,
+	SQ_SOURCE_DATA_OR,
+	SQ_SOURCE_DATA_REPLACE,
+	SQ_SOURCE_READ,
+	SQ_SOURCE_WRITE,
+	SQ_SOURCE_SIGNAL,
+	SQ_SOURCE_TIMER,
+	SQ_SOURCE_PROC,
+	SQ_SOURCE_VNODE,
+};
+
+struct sq_source_type_s {
+	enum sq_source_kind kind;
+	const char *name;
+	uintptr_t valid_mask; /* mask bits accepted at creation */
+};
+
+/* Command bits, processed by the loop in this order. */
+#define SQ_CMD_REGISTER 0x1u
+#define SQ_CMD_TIMER 0x2u
+#define SQ_CMD_REARM 0x4u
+#define SQ_CMD_CANCEL 0x8u
+
+struct sq_source_handler_s {
+	sq_function_t func;
+	void *ctx; /* NULL: pass the source's context */
+	sq_function_t destructor;
+	int32_t refs;
+};
+
+struct sq_source_s {
+	struct sq_object_s obj; /* target: the queue handlers run on */
+	const struct sq_source_type_s *type;
+	uintptr_t handle;
+	uintptr_t mask;
+	uint64_t state;   /* SQ_SRC_* and the suspend count */
+	uintptr_t pending; /* merged event data, atomic */
+	uintptr_t data;    /* the delivery being / last handled */
+
+	sq_spinlock_t handler_lock;
+	struct sq_source_handler_s *handlers[3];
+
+	/* Commands for the loop. */
+	struct sq_loop_node_s node;
+	uint32_t cmd_bits;
+
+	/* Loop-thread state. */
+	bool registered;
+	bool always_ready;       /* regular files: epoll cannot watch them */
+	struct event *ev;        /* descriptor or pidfd watch */
+	int pidfd;
+	int wd;                  /* inotify watch */
+	struct sq_source_s *next_in_list; /* signal / inotify lists */
+
+	/* Timer sources. */
+	struct sq_timer_s timer;
+	uint64_t timer_start;    /* set by sq_source_set_timer */
+	uint64_t timer_interval;
+	uint64_t timer_leeway;
+	sq_spinlock_t timer_lock;
+
+	/* Descriptor identity, to notice a descriptor closed and reused. */
+	dev_t dev;
+	ino_t ino;
+	/* Vnode bookkeeping (loop thread). */
+	off_t last_size;
+	nlink_t last_nlink;
+};
+
+/* Source state word. */
+#define SQ_SRC_INACTIVE 0x1ull
+#define SQ_SRC_CANCELLED 0x2ull
+#define SQ_SRC_QUEUED 0x4ull       /* the handler job is queued/running */
+#define SQ_SRC_REGISTERED 0x8ull   /* the loop is watching */
+#define SQ_SRC_UNREGISTERED 0x10ull /* after cancel: the loop let go */
+#define SQ_SRC_REG_DONE 0x20ull    /* registration handler ran */
+#define SQ_SRC_CANCEL_DONE 0x40ull /* cancel handler ran */
+#define SQ_SRC_SUSPEND_ONE (1ull << 32)
+#define SQ_SRC_SUSPEND_MASK (0x7fffffffull << 32)
+
+/* Runs a source's pending commands (loop thread). */
+SQ_INTERNAL void _sq_source_run_commands(struct sq_source_s *s);
+
+/* Runs an sq_after entry's scheduling (loop thread). */
+SQ_INTERNAL void _sq_after_schedule(struct sq_loop_node_s *node);
+
+#endif /* SWIFTQUEUES_EVENT_INTERNAL_H */

@@ -1,0 +1,1018 @@
+/*
+ * SwiftQueues — dispatch sources.
+ *
+ * A source has two sides:
+ *   - the loop side (manager thread only): the libevent event, timer entry,
+ *     signal or inotify registration. When the event fires it folds the
+ *     event into the atomic `pending` word (add, or, replace) and calls
+ *     _sq_source_wakeup.
+ *   - the delivery side: _sq_source_wakeup queues one handler job on the
+ *     target queue unless one is already queued or running (SQ_SRC_QUEUED),
+ *     or the source is suspended. The job takes `pending` (exchange with 0),
+ *     runs the event handler with that data, then clears SQ_SRC_QUEUED and
+ *     looks again. So events coalesce and a handler never overlaps itself,
+ *     even on a concurrent queue.
+ * Cancellation sets SQ_SRC_CANCELLED and asks the loop to let go; once it
+ * has (SQ_SRC_UNREGISTERED), the next handler job runs the cancel handler,
+ * after any event handler, exactly once.
+ *
+ * Descriptor sources are one-shot in libevent terms: after an event the
+ * loop stops watching until the handler has run and re-armed it, so a
+ * level-triggered descriptor the handler does not drain costs one event
+ * per handler run, not a spinning loop. A read source that reports zero
+ * readable bytes (end of file, hang-up) is delivered once and not re-armed.
+ */
+#include "event_internal.h"
+
+#include <event2/event.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+SQ_INTERNAL void _sq_loop_init(void);
+
+#define SQ_VNODE_ALL (SQ_VNODE_DELETE | SQ_VNODE_WRITE | SQ_VNODE_EXTEND | \
+		SQ_VNODE_ATTRIB | SQ_VNODE_LINK | SQ_VNODE_RENAME |        \
+		SQ_VNODE_REVOKE)
+#define SQ_PROC_ALL (SQ_PROC_EXIT | SQ_PROC_FORK | SQ_PROC_EXEC | \
+		SQ_PROC_SIGNAL)
+
+const struct sq_source_type_s _sq_source_type_data_add = {
+	SQ_SOURCE_DATA_ADD, "data-add", 0 };
+const struct sq_source_type_s _sq_source_type_data_or = {
+	SQ_SOURCE_DATA_OR, "data-or", UINTPTR_MAX };
+const struct sq_source_type_s _sq_source_type_data_replace = {
+	SQ_SOURCE_DATA_REPLACE, "data-replace", 0 };
+const struct sq_source_type_s _sq_source_type_read = {
+	SQ_SOURCE_READ, "read", 0 };
+const struct sq_source_type_s _sq_source_type_write = {
+	SQ_SOURCE_WRITE, "write", 0 };
+const struct sq_source_type_s _sq_source_type_signal = {
+	SQ_SOURCE_SIGNAL, "signal", 0 };
+const struct sq_source_type_s _sq_source_type_timer = {
+	SQ_SOURCE_TIMER, "timer", SQ_TIMER_STRICT };
+const struct sq_source_type_s _sq_source_type_proc = {
+	SQ_SOURCE_PROC, "process", SQ_PROC_ALL };
+const struct sq_source_type_s _sq_source_type_vnode = {
+	SQ_SOURCE_VNODE, "vnode", SQ_VNODE_ALL };
+
+static void _sq_source_dispose(struct sq_object_s *object);
+static void _sq_source_suspend(struct sq_object_s *object);
+static void _sq_source_resume(struct sq_object_s *object);
+static void _sq_source_activate(struct sq_object_s *object);
+static void _sq_source_set_target(struct sq_object_s *object,
+		struct sq_queue_s *target);
+
+static const struct sq_vtable_s _sq_source_vtable = {
+	.kind = "source",
+	.dispose = _sq_source_dispose,
+	.suspend = _sq_source_suspend,
+	.resume = _sq_source_resume,
+	.activate = _sq_source_activate,
+	.set_target = _sq_source_set_target,
+};
+
+static inline struct sq_source_s *
+_sq_source_check(const char *call, sq_source_t source)
+{
+	_sq_object_validate(call, source);
+	struct sq_source_s *s = (struct sq_source_s *)source;
+	if (SQ_UNLIKELY(s->obj.vtable != &_sq_source_vtable))
+		_sq_client_crash(call, "object is a %s, not a source",
+				s->obj.vtable->kind);
+	if (SQ_UNLIKELY(__atomic_load_n(&s->obj.xref, __ATOMIC_RELAXED) <= 0))
+		_sq_client_crash(call, "%s source was already released",
+				s->type->name);
+	return s;
+}
+
+static inline uint64_t
+_sq_source_state(struct sq_source_s *s)
+{
+	return __atomic_load_n(&s->state, __ATOMIC_SEQ_CST);
+}
+
+/* Asks the loop to run `bits` for s; holds s alive until it has. */
+static void
+_sq_source_post(struct sq_source_s *s, uint32_t bits)
+{
+	if (__atomic_fetch_or(&s->cmd_bits, bits, __ATOMIC_SEQ_CST) == 0) {
+		_sq_retain_internal(s);
+		_sq_loop_post(&s->node);
+	}
+}
+
+/* ---- Delivery ------------------------------------------------------------ */
+
+static void _sq_source_invoke(void *ctx);
+static void _sq_source_replace_handler(struct sq_source_s *s, int kind,
+		sq_function_t func, void *ctx, sq_function_t destructor);
+
+/* Whether a handler job has something to do. */
+static bool
+_sq_source_has_work(struct sq_source_s *s, uint64_t st)
+{
+	if ((st & SQ_SRC_CANCELLED) && (st & SQ_SRC_UNREGISTERED) &&
+			!(st & SQ_SRC_CANCEL_DONE))
+		return true;
+	if (st & SQ_SRC_CANCELLED)
+		return false;
+	if ((st & SQ_SRC_REGISTERED) && !(st & SQ_SRC_REG_DONE))
+		return true;
+	return __atomic_load_n(&s->pending, __ATOMIC_SEQ_CST) != 0;
+}
+
+/* Queues the handler job once, unless suspended or already queued. */
+static void
+_sq_source_wakeup(struct sq_source_s *s)
+{
+	uint64_t st = _sq_source_state(s);
+	for (;;) {
+		if (st & (SQ_SRC_QUEUED | SQ_SRC_INACTIVE | SQ_SRC_SUSPEND_MASK))
+			return;
+		if (!_sq_source_has_work(s, st))
+			return;
+		if (__atomic_compare_exchange_n(&s->state, &st,
+				st | SQ_SRC_QUEUED, false, __ATOMIC_SEQ_CST,
+				__ATOMIC_SEQ_CST))
+			break;
+	}
+	_sq_retain_internal(s); /* the job's reference */
+	sq_async_f(__atomic_load_n(&s->obj.target, __ATOMIC_ACQUIRE), s,
+			_sq_source_invoke);
+}
+
+/* Takes a reference on a handler (under the lock) so it can run while
+ * another thread replaces it. */
+static struct sq_source_handler_s *
+_sq_source_handler_get(struct sq_source_s *s, int kind)
+{
+	sq_spinlock_lock(&s->handler_lock);
+	struct sq_source_handler_s *h = s->handlers[kind];
+	if (h)
+		h->refs++;
+	sq_spinlock_unlock(&s->handler_lock);
+	return h;
+}
+
+static void
+_sq_source_handler_put(struct sq_source_s *s, struct sq_source_handler_s *h)
+{
+	sq_spinlock_lock(&s->handler_lock);
+	bool last = --h->refs == 0;
+	sq_spinlock_unlock(&s->handler_lock);
+	if (last) {
+		if (h->destructor)
+			h->destructor(h->ctx);
+		free(h);
+	}
+}
+
+static void
+_sq_source_call(struct sq_source_s *s, int kind)
+{
+	struct sq_source_handler_s *h = _sq_source_handler_get(s, kind);
+	if (h == NULL)
+		return;
+	h->func(h->ctx ? h->ctx : __atomic_load_n(&s->obj.context,
+			__ATOMIC_ACQUIRE));
+	_sq_source_handler_put(s, h);
+}
+
+/* Bytes readable on a descriptor, or -1 when the kernel cannot say
+ * (listening sockets, ...). */
+static long
+_sq_fd_readable(int fd)
+{
+	int n = 0;
+	if (ioctl(fd, FIONREAD, &n) == 0)
+		return n;
+	return -1;
+}
+
+/* The data a read / write source reports, computed at delivery. */
+static uintptr_t
+_sq_fd_data(struct sq_source_s *s, bool *eof)
+{
+	int fd = (int)s->handle;
+	*eof = false;
+	if (s->type->kind == SQ_SOURCE_WRITE) {
+		int space = 0;
+		socklen_t len = sizeof(space);
+		if (getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &space, &len) == 0 &&
+				space > 0) {
+			int queued = 0;
+			if (ioctl(fd, TIOCOUTQ, &queued) == 0 && queued < space)
+				return (uintptr_t)(space - queued);
+			return (uintptr_t)space;
+		}
+		return 65536; /* pipes, files, ttys: "writable" */
+	}
+	if (__atomic_load_n(&s->always_ready, __ATOMIC_ACQUIRE)) {
+		struct stat st;
+		off_t pos = lseek(fd, 0, SEEK_CUR);
+		if (fstat(fd, &st) == 0 && pos >= 0) {
+			*eof = st.st_size <= pos;
+			return *eof ? 0 : (uintptr_t)(st.st_size - pos);
+		}
+		return 1;
+	}
+	long n = _sq_fd_readable(fd);
+	if (n < 0)
+		return 1; /* readable, size unknown (e.g. connections) */
+	/* Readable with nothing to read: end of file or hang-up. */
+	*eof = n == 0;
+	return (uintptr_t)n;
+}
+
+/* Whether the descriptor still names the file the source was made for. */
+static bool
+_sq_fd_same(struct sq_source_s *s)
+{
+	struct stat st;
+	if (fstat((int)s->handle, &st) != 0)
+		return false;
+	return st.st_dev == s->dev && st.st_ino == s->ino;
+}
+
+static void
+_sq_source_invoke(void *ctx)
+{
+	struct sq_source_s *s = ctx;
+	uint64_t st = _sq_source_state(s);
+
+	if ((st & SQ_SRC_REGISTERED) && !(st & (SQ_SRC_REG_DONE |
+			SQ_SRC_CANCELLED))) {
+		__atomic_fetch_or(&s->state, SQ_SRC_REG_DONE, __ATOMIC_SEQ_CST);
+		_sq_source_call(s, 2);
+		st = _sq_source_state(s);
+	}
+
+	if (!(st & (SQ_SRC_CANCELLED | SQ_SRC_SUSPEND_MASK))) {
+		/* Acquire-release: we see what the merger / loop wrote before
+		 * its merge. */
+		uintptr_t d = __atomic_exchange_n(&s->pending, 0,
+				__ATOMIC_ACQ_REL);
+		if (d != 0) {
+			enum sq_source_kind k = s->type->kind;
+			bool deliver = true, rearm = false, eof = false;
+			if (k == SQ_SOURCE_READ || k == SQ_SOURCE_WRITE) {
+				deliver = __atomic_load_n(&s->always_ready,
+						__ATOMIC_ACQUIRE) ||
+						_sq_fd_same(s);
+				if (deliver)
+					d = _sq_fd_data(s, &eof);
+				rearm = deliver && !eof;
+			}
+			if (deliver) {
+				__atomic_store_n(&s->data, d, __ATOMIC_RELAXED);
+				_sq_source_call(s, 0);
+			}
+			if (rearm && !(_sq_source_state(s) & SQ_SRC_CANCELLED))
+				_sq_source_post(s, SQ_CMD_REARM);
+		}
+	}
+
+	st = _sq_source_state(s);
+	if ((st & SQ_SRC_CANCELLED) && (st & SQ_SRC_UNREGISTERED) &&
+			!(st & (SQ_SRC_CANCEL_DONE | SQ_SRC_SUSPEND_MASK))) {
+		__atomic_fetch_or(&s->state, SQ_SRC_CANCEL_DONE,
+				__ATOMIC_SEQ_CST);
+		_sq_source_call(s, 1);
+		/* Handlers may capture the source (a cycle); let them go. */
+		for (int kind = 0; kind < 3; kind++)
+			_sq_source_replace_handler(s, kind, NULL, NULL, NULL);
+	}
+
+	/* Let the next event in, then look again (the mirror of a merge:
+	 * change pending, then look at QUEUED). */
+	__atomic_and_fetch(&s->state, ~SQ_SRC_QUEUED, __ATOMIC_SEQ_CST);
+	_sq_source_wakeup(s);
+	_sq_release_internal(s);
+}
+
+/* Folds an event into the pending word (any thread). */
+static void
+_sq_source_merge(struct sq_source_s *s, uintptr_t value)
+{
+	switch (s->type->kind) {
+	case SQ_SOURCE_DATA_ADD:
+	case SQ_SOURCE_SIGNAL:
+	case SQ_SOURCE_TIMER:
+		__atomic_add_fetch(&s->pending, value, __ATOMIC_SEQ_CST);
+		break;
+	case SQ_SOURCE_DATA_REPLACE:
+		__atomic_store_n(&s->pending, value, __ATOMIC_SEQ_CST);
+		break;
+	default:
+		__atomic_or_fetch(&s->pending, value, __ATOMIC_SEQ_CST);
+		break;
+	}
+	_sq_source_wakeup(s);
+}
+
+/* ---- Loop side: descriptors, processes -------------------------------- */
+
+static void
+_sq_source_event_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct sq_source_s *s = arg;
+	if (s->type->kind == SQ_SOURCE_PROC)
+		_sq_source_merge(s, SQ_PROC_EXIT);
+	else
+		_sq_source_merge(s, 1);
+}
+
+static int
+_sq_pidfd_open(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static void
+_sq_source_arm_event(struct sq_source_s *s)
+{
+	if (s->always_ready) {
+		_sq_source_merge(s, 1);
+		return;
+	}
+	if (s->ev)
+		event_add(s->ev, NULL);
+}
+
+/* ---- Loop side: signals ------------------------------------------------
+ *
+ * libevent lets one base own signals; ours does. One libevent signal event
+ * per signal number, shared by every source for that number.
+ */
+static struct {
+	struct event *ev;
+	struct sq_source_s *sources;
+} _sq_signals[NSIG];
+
+static void
+_sq_signal_cb(evutil_socket_t signo, short what, void *arg)
+{
+	for (struct sq_source_s *s = _sq_signals[signo].sources; s;
+			s = s->next_in_list)
+		_sq_source_merge(s, 1);
+}
+
+static void
+_sq_signal_register(struct sq_source_s *s)
+{
+	int signo = (int)s->handle;
+	if (_sq_signals[signo].ev == NULL) {
+		_sq_signals[signo].ev = evsignal_new(_sq_loop_base(), signo,
+				_sq_signal_cb, NULL);
+		if (_sq_signals[signo].ev)
+			evsignal_add(_sq_signals[signo].ev, NULL);
+	}
+	s->next_in_list = _sq_signals[signo].sources;
+	_sq_signals[signo].sources = s;
+}
+
+static void
+_sq_signal_unregister(struct sq_source_s *s)
+{
+	int signo = (int)s->handle;
+	struct sq_source_s **link = &_sq_signals[signo].sources;
+	while (*link && *link != s)
+		link = &(*link)->next_in_list;
+	if (*link)
+		*link = s->next_in_list;
+	/* The last one gone: libevent restores the previous disposition. */
+	if (_sq_signals[signo].sources == NULL && _sq_signals[signo].ev) {
+		event_free(_sq_signals[signo].ev);
+		_sq_signals[signo].ev = NULL;
+	}
+}
+
+/* ---- Loop side: file-system events (inotify) --------------------------- */
+
+static int _sq_inotify_fd = -1;
+static struct event *_sq_inotify_ev;
+static struct sq_source_s *_sq_vnode_sources;
+
+/* The inotify events a vnode mask needs. */
+static uint32_t
+_sq_vnode_inotify_mask(uintptr_t mask)
+{
+	uint32_t m = IN_DELETE_SELF | IN_IGNORED;
+	if (mask & (SQ_VNODE_WRITE | SQ_VNODE_EXTEND))
+		m |= IN_MODIFY | IN_CREATE | IN_DELETE | IN_MOVED_FROM |
+				IN_MOVED_TO | IN_CLOSE_WRITE;
+	if (mask & (SQ_VNODE_ATTRIB | SQ_VNODE_LINK | SQ_VNODE_DELETE))
+		m |= IN_ATTRIB;
+	if (mask & SQ_VNODE_RENAME)
+		m |= IN_MOVE_SELF;
+	if (mask & SQ_VNODE_REVOKE)
+		m |= IN_UNMOUNT;
+	return m;
+}
+
+/* Translates one inotify event for one source into SQ_VNODE_* flags. */
+static uintptr_t
+_sq_vnode_flags(struct sq_source_s *s, uint32_t in)
+{
+	uintptr_t flags = 0;
+	struct stat st;
+	bool have_stat = fstat((int)s->handle, &st) == 0;
+	bool is_dir = have_stat && S_ISDIR(st.st_mode);
+
+	if (in & IN_MODIFY)
+		flags |= SQ_VNODE_WRITE;
+	if (is_dir && (in & (IN_CREATE | IN_DELETE | IN_MOVED_FROM |
+			IN_MOVED_TO)))
+		flags |= SQ_VNODE_WRITE;
+	if ((in & (IN_MODIFY | IN_CLOSE_WRITE)) && have_stat && !is_dir) {
+		if (st.st_size > s->last_size)
+			flags |= SQ_VNODE_EXTEND;
+		s->last_size = st.st_size;
+	}
+	if (in & IN_ATTRIB) {
+		flags |= SQ_VNODE_ATTRIB;
+		if (have_stat && st.st_nlink != s->last_nlink) {
+			flags |= SQ_VNODE_LINK;
+			s->last_nlink = st.st_nlink;
+		}
+		/* The source holds the file open, so IN_DELETE_SELF waits
+		 * for the last close: an unlink shows as a link count of 0. */
+		if (have_stat && st.st_nlink == 0)
+			flags |= SQ_VNODE_DELETE;
+	}
+	if (in & IN_DELETE_SELF)
+		flags |= SQ_VNODE_DELETE;
+	if (in & IN_MOVE_SELF)
+		flags |= SQ_VNODE_RENAME;
+	if (in & IN_UNMOUNT)
+		flags |= SQ_VNODE_REVOKE;
+	return flags & s->mask;
+}
+
+static void
+_sq_inotify_cb(evutil_socket_t fd, short what, void *arg)
+{
+	_Alignas(struct inotify_event) char buf[4096];
+	for (;;) {
+		ssize_t n = read(_sq_inotify_fd, buf, sizeof(buf));
+		if (n <= 0)
+			return;
+		for (char *p = buf; p < buf + n;) {
+			struct inotify_event *e = (struct inotify_event *)p;
+			for (struct sq_source_s *s = _sq_vnode_sources; s;
+					s = s->next_in_list) {
+				if (s->wd != e->wd)
+					continue;
+				uintptr_t flags = _sq_vnode_flags(s, e->mask);
+				if (flags)
+					_sq_source_merge(s, flags);
+			}
+			p += sizeof(*e) + e->len;
+		}
+	}
+}
+
+/* The union of the masks of every source on `wd` (several sources on one
+ * inode share inotify's single watch). */
+static uint32_t
+_sq_vnode_union_mask(int wd)
+{
+	uint32_t m = 0;
+	for (struct sq_source_s *s = _sq_vnode_sources; s; s = s->next_in_list)
+		if (s->wd == wd)
+			m |= _sq_vnode_inotify_mask(s->mask);
+	return m;
+}
+
+static void
+_sq_vnode_register(struct sq_source_s *s)
+{
+	if (_sq_inotify_fd < 0) {
+		_sq_inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (_sq_inotify_fd < 0)
+			return;
+		_sq_inotify_ev = event_new(_sq_loop_base(), _sq_inotify_fd,
+				EV_READ | EV_PERSIST, _sq_inotify_cb, NULL);
+		event_add(_sq_inotify_ev, NULL);
+	}
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", (int)s->handle);
+	s->wd = inotify_add_watch(_sq_inotify_fd, path,
+			_sq_vnode_inotify_mask(s->mask) | IN_MASK_ADD);
+	struct stat st;
+	if (fstat((int)s->handle, &st) == 0) {
+		s->last_size = st.st_size;
+		s->last_nlink = st.st_nlink;
+	}
+	s->next_in_list = _sq_vnode_sources;
+	_sq_vnode_sources = s;
+}
+
+static void
+_sq_vnode_unregister(struct sq_source_s *s)
+{
+	struct sq_source_s **link = &_sq_vnode_sources;
+	while (*link && *link != s)
+		link = &(*link)->next_in_list;
+	if (*link)
+		*link = s->next_in_list;
+	if (s->wd < 0)
+		return;
+	uint32_t rest = _sq_vnode_union_mask(s->wd);
+	if (rest == 0) {
+		inotify_rm_watch(_sq_inotify_fd, s->wd);
+	} else {
+		/* Narrow the shared watch to what the others still need. */
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d",
+				(int)s->handle);
+		(void)inotify_add_watch(_sq_inotify_fd, path, rest);
+	}
+	s->wd = -1;
+}
+
+/* ---- Loop side: timers ------------------------------------------------- */
+
+static void
+_sq_source_timer_fire(struct sq_timer_s *t, uint64_t now)
+{
+	struct sq_source_s *s = caa_container_of(t, struct sq_source_s, timer);
+	uint64_t fires = 1;
+	sq_spinlock_lock(&s->timer_lock);
+	uint64_t interval = s->timer_interval;
+	uint64_t leeway = s->timer_leeway;
+	sq_spinlock_unlock(&s->timer_lock);
+	if (interval != SQ_TIME_FOREVER && interval != 0) {
+		/* Fires missed while we were late count too; the schedule
+		 * stays anchored at start + k * interval (no drift). */
+		uint64_t late = now - t->deadline;
+		uint64_t missed = late / interval;
+		fires += missed;
+		uint64_t next = t->deadline + (missed + 1) * interval;
+		if (next < t->deadline) /* overflow: stop */
+			next = UINT64_MAX;
+		if (next != UINT64_MAX) {
+			t->deadline = next;
+			t->latest = next + leeway < next ? UINT64_MAX
+					: next + leeway;
+			_sq_timer_schedule(t);
+		}
+	}
+	_sq_source_merge(s, (uintptr_t)fires);
+}
+
+/* Loads the schedule given by sq_source_set_timer into the heap entry. */
+static void
+_sq_source_timer_apply(struct sq_source_s *s)
+{
+	sq_spinlock_lock(&s->timer_lock);
+	uint64_t start = s->timer_start;
+	uint64_t leeway = s->timer_leeway;
+	sq_spinlock_unlock(&s->timer_lock);
+	_sq_timer_unschedule(&s->timer);
+	if (start == SQ_TIME_FOREVER)
+		return;
+	if (start == SQ_TIME_NOW)
+		start = _sq_monotonic_ns();
+	else if (start == SQ_WALLTIME_NOW)
+		start = SQ_TIME_WALL_FLAG | _sq_wall_ns();
+	s->timer.clock = (start & SQ_TIME_WALL_FLAG) ? SQ_CLOCK_WALL
+			: SQ_CLOCK_MONOTONIC;
+	s->timer.deadline = start & ~SQ_TIME_WALL_FLAG;
+	s->timer.latest = s->timer.deadline + leeway < s->timer.deadline
+			? UINT64_MAX : s->timer.deadline + leeway;
+	_sq_timer_schedule(&s->timer);
+}
+
+/* ---- Loop side: commands ---------------------------------------------- */
+
+static void
+_sq_source_register(struct sq_source_s *s)
+{
+	switch (s->type->kind) {
+	case SQ_SOURCE_READ:
+	case SQ_SOURCE_WRITE:
+		if (!s->always_ready) {
+			short what = s->type->kind == SQ_SOURCE_READ ? EV_READ
+					: EV_WRITE;
+			s->ev = event_new(_sq_loop_base(), (int)s->handle, what,
+					_sq_source_event_cb, s);
+			/* A descriptor epoll refuses is always ready. */
+			if (s->ev == NULL || event_add(s->ev, NULL) != 0) {
+				if (s->ev)
+					event_free(s->ev);
+				s->ev = NULL;
+				__atomic_store_n(&s->always_ready, true,
+						__ATOMIC_RELEASE);
+			}
+		}
+		if (s->always_ready)
+			_sq_source_merge(s, 1);
+		break;
+	case SQ_SOURCE_PROC:
+		s->ev = event_new(_sq_loop_base(), s->pidfd, EV_READ,
+				_sq_source_event_cb, s);
+		if (s->ev)
+			event_add(s->ev, NULL);
+		break;
+	case SQ_SOURCE_SIGNAL:
+		_sq_signal_register(s);
+		break;
+	case SQ_SOURCE_VNODE:
+		_sq_vnode_register(s);
+		break;
+	case SQ_SOURCE_TIMER:
+		_sq_source_timer_apply(s);
+		break;
+	default:
+		break; /* data sources need no watching */
+	}
+	s->registered = true;
+}
+
+static void
+_sq_source_unregister(struct sq_source_s *s)
+{
+	if (s->ev) {
+		event_free(s->ev); /* deletes it first */
+		s->ev = NULL;
+	}
+	switch (s->type->kind) {
+	case SQ_SOURCE_SIGNAL:
+		_sq_signal_unregister(s);
+		break;
+	case SQ_SOURCE_VNODE:
+		_sq_vnode_unregister(s);
+		break;
+	case SQ_SOURCE_TIMER:
+		_sq_timer_unschedule(&s->timer);
+		break;
+	case SQ_SOURCE_PROC:
+		if (s->pidfd >= 0)
+			close(s->pidfd);
+		s->pidfd = -1;
+		break;
+	default:
+		break;
+	}
+	s->registered = false;
+}
+
+void
+_sq_source_run_commands(struct sq_source_s *s)
+{
+	uint32_t bits = __atomic_exchange_n(&s->cmd_bits, 0, __ATOMIC_SEQ_CST);
+	bool cancelled = _sq_source_state(s) & SQ_SRC_CANCELLED;
+
+	if ((bits & SQ_CMD_REGISTER) && !cancelled && !s->registered) {
+		/* The loop's pointer keeps s alive until unregistered. */
+		_sq_retain_internal(s);
+		_sq_source_register(s);
+		__atomic_fetch_or(&s->state, SQ_SRC_REGISTERED,
+				__ATOMIC_SEQ_CST);
+		_sq_source_wakeup(s);
+	}
+	if ((bits & SQ_CMD_TIMER) && !cancelled && s->registered)
+		_sq_source_timer_apply(s);
+	if ((bits & SQ_CMD_REARM) && !cancelled && s->registered)
+		_sq_source_arm_event(s);
+	if (bits & SQ_CMD_CANCEL) {
+		bool was_registered = s->registered;
+		if (was_registered)
+			_sq_source_unregister(s);
+		__atomic_fetch_or(&s->state, SQ_SRC_UNREGISTERED,
+				__ATOMIC_SEQ_CST);
+		_sq_source_wakeup(s);
+		if (was_registered)
+			_sq_release_internal(s);
+	}
+	_sq_release_internal(s); /* the posting's reference */
+}
+
+/* ---- Creation and the object ----------------------------------------- */
+
+static bool
+_sq_signal_allowed(uintptr_t signo)
+{
+	if (signo == 0 || signo >= NSIG)
+		return false;
+	switch (signo) {
+	case SIGKILL:
+	case SIGSTOP:
+	case SIGILL:
+	case SIGBUS:
+	case SIGSEGV:
+	case SIGFPE:
+		return false;
+	default:
+		return true;
+	}
+}
+
+sq_source_t
+sq_source_create(sq_source_type_t type, uintptr_t handle, uintptr_t mask,
+		sq_queue_t queue)
+{
+	if (type != SQ_SOURCE_TYPE_DATA_ADD && type != SQ_SOURCE_TYPE_DATA_OR &&
+			type != SQ_SOURCE_TYPE_DATA_REPLACE &&
+			type != SQ_SOURCE_TYPE_READ &&
+			type != SQ_SOURCE_TYPE_WRITE &&
+			type != SQ_SOURCE_TYPE_SIGNAL &&
+			type != SQ_SOURCE_TYPE_TIMER &&
+			type != SQ_SOURCE_TYPE_PROC &&
+			type != SQ_SOURCE_TYPE_VNODE) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (mask & ~type->valid_mask) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (queue == NULL)
+		queue = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	else
+		_sq_object_validate("sq_source_create", queue);
+
+	int pidfd = -1;
+	struct stat st;
+	bool regular = false;
+	switch (type->kind) {
+	case SQ_SOURCE_READ:
+	case SQ_SOURCE_WRITE:
+	case SQ_SOURCE_VNODE:
+		if (handle > INT32_MAX || fstat((int)handle, &st) != 0) {
+			errno = EBADF;
+			return NULL;
+		}
+		regular = S_ISREG(st.st_mode) && type->kind != SQ_SOURCE_VNODE;
+		if (type->kind == SQ_SOURCE_VNODE && mask == 0) {
+			errno = EINVAL;
+			return NULL;
+		}
+		break;
+	case SQ_SOURCE_SIGNAL:
+		if (!_sq_signal_allowed(handle)) {
+			errno = EINVAL;
+			return NULL;
+		}
+		break;
+	case SQ_SOURCE_PROC:
+		if (mask & ~SQ_PROC_EXIT) {
+			errno = ENOTSUP;
+			return NULL;
+		}
+		if (mask == 0 || handle == 0 || handle > INT32_MAX) {
+			errno = handle == 0 || handle > INT32_MAX ? ESRCH
+					: EINVAL;
+			return NULL;
+		}
+		pidfd = _sq_pidfd_open((pid_t)handle);
+		if (pidfd < 0)
+			return NULL; /* ESRCH from the kernel */
+		fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+		break;
+	default:
+		break;
+	}
+
+	_sq_loop_init();
+	struct sq_source_s *s = _sq_object_alloc(&_sq_source_vtable,
+			sizeof(*s));
+	s->type = type;
+	s->handle = handle;
+	s->mask = mask;
+	s->state = SQ_SRC_INACTIVE;
+	s->node.kind = SQ_LOOP_SOURCE;
+	s->pidfd = pidfd;
+	s->wd = -1;
+	s->always_ready = regular;
+	if (type->kind == SQ_SOURCE_READ || type->kind == SQ_SOURCE_WRITE ||
+			type->kind == SQ_SOURCE_VNODE) {
+		s->dev = st.st_dev;
+		s->ino = st.st_ino;
+	}
+	_sq_timer_init(&s->timer, _sq_source_timer_fire);
+	s->timer_start = SQ_TIME_FOREVER;
+	s->timer_interval = SQ_TIME_FOREVER;
+	_sq_retain_internal(queue);
+	s->obj.target = queue;
+	return s;
+}
+
+static void
+_sq_source_dispose(struct sq_object_s *object)
+{
+	struct sq_source_s *s = (struct sq_source_s *)object;
+	for (int kind = 0; kind < 3; kind++) {
+		struct sq_source_handler_s *h = s->handlers[kind];
+		if (h && --h->refs == 0) {
+			if (h->destructor)
+				h->destructor(h->ctx);
+			free(h);
+		}
+	}
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	struct sq_queue_s *target = s->obj.target;
+	_sq_object_free(&s->obj);
+	_sq_release_internal(target);
+}
+
+static void
+_sq_source_activate(struct sq_object_s *object)
+{
+	struct sq_source_s *s = (struct sq_source_s *)object;
+	uint64_t old = __atomic_fetch_and(&s->state, ~SQ_SRC_INACTIVE,
+			__ATOMIC_SEQ_CST);
+	if (old & SQ_SRC_INACTIVE) {
+		_sq_source_post(s, SQ_CMD_REGISTER);
+		_sq_source_wakeup(s);
+	}
+}
+
+static void
+_sq_source_suspend(struct sq_object_s *object)
+{
+	struct sq_source_s *s = (struct sq_source_s *)object;
+	__atomic_add_fetch(&s->state, SQ_SRC_SUSPEND_ONE, __ATOMIC_SEQ_CST);
+}
+
+static void
+_sq_source_resume(struct sq_object_s *object)
+{
+	struct sq_source_s *s = (struct sq_source_s *)object;
+	uint64_t st = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
+	for (;;) {
+		if ((st & SQ_SRC_SUSPEND_MASK) == 0) {
+			if (st & SQ_SRC_INACTIVE) {
+				_sq_source_activate(object);
+				return;
+			}
+			_sq_client_crash("sq_resume", "over-resume of %s "
+					"source", s->type->name);
+		}
+		if (__atomic_compare_exchange_n(&s->state, &st,
+				st - SQ_SRC_SUSPEND_ONE, false,
+				__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			break;
+	}
+	_sq_source_wakeup(s);
+}
+
+static void
+_sq_source_set_target(struct sq_object_s *object, struct sq_queue_s *target)
+{
+	/* Later handler jobs go to the new queue. */
+	_sq_retain_internal(target);
+	struct sq_queue_s *old = __atomic_exchange_n(&object->target, target,
+			__ATOMIC_ACQ_REL);
+	_sq_release_internal(old);
+}
+
+/* ---- Public calls -------------------------------------------------------- */
+
+static void
+_sq_source_replace_handler(struct sq_source_s *s, int kind,
+		sq_function_t func, void *ctx, sq_function_t destructor)
+{
+	struct sq_source_handler_s *h = NULL;
+	if (func != NULL) {
+		h = malloc(sizeof(*h));
+		if (h == NULL)
+			_sq_client_crash("sq_source_set_event_handler",
+					"out of memory");
+		h->func = func;
+		h->ctx = ctx;
+		h->destructor = destructor;
+		h->refs = 1;
+	}
+	sq_spinlock_lock(&s->handler_lock);
+	struct sq_source_handler_s *old = s->handlers[kind];
+	s->handlers[kind] = h;
+	sq_spinlock_unlock(&s->handler_lock);
+	if (old)
+		_sq_source_handler_put(s, old);
+}
+
+void
+_sq_source_set_handler(sq_source_t source, int kind, sq_function_t func,
+		void *ctx, sq_function_t destructor)
+{
+	struct sq_source_s *s = _sq_source_check("sq_source_set_event_handler",
+			source);
+	if (kind < 0 || kind > 2)
+		_sq_client_crash("sq_source_set_event_handler", "bad handler "
+				"kind %d", kind);
+	_sq_source_replace_handler(s, kind, func, ctx, destructor);
+}
+
+void
+sq_source_set_event_handler_f(sq_source_t source, sq_function_t handler)
+{
+	_sq_source_replace_handler(_sq_source_check(
+			"sq_source_set_event_handler_f", source), 0, handler,
+			NULL, NULL);
+}
+
+void
+sq_source_set_cancel_handler_f(sq_source_t source, sq_function_t handler)
+{
+	_sq_source_replace_handler(_sq_source_check(
+			"sq_source_set_cancel_handler_f", source), 1, handler,
+			NULL, NULL);
+}
+
+void
+sq_source_set_registration_handler_f(sq_source_t source,
+		sq_function_t handler)
+{
+	_sq_source_replace_handler(_sq_source_check(
+			"sq_source_set_registration_handler_f", source), 2,
+			handler, NULL, NULL);
+}
+
+void
+sq_source_cancel(sq_source_t source)
+{
+	struct sq_source_s *s = _sq_source_check("sq_source_cancel", source);
+	uint64_t old = __atomic_fetch_or(&s->state, SQ_SRC_CANCELLED,
+			__ATOMIC_SEQ_CST);
+	if (!(old & SQ_SRC_CANCELLED))
+		_sq_source_post(s, SQ_CMD_CANCEL);
+}
+
+intptr_t
+sq_source_testcancel(sq_source_t source)
+{
+	struct sq_source_s *s = _sq_source_check("sq_source_testcancel",
+			source);
+	return (_sq_source_state(s) & SQ_SRC_CANCELLED) != 0;
+}
+
+uintptr_t
+sq_source_get_handle(sq_source_t source)
+{
+	struct sq_source_s *s = _sq_source_check("sq_source_get_handle",
+			source);
+	if (s->type->kind == SQ_SOURCE_TIMER || s->type->kind <=
+			SQ_SOURCE_DATA_REPLACE)
+		return 0;
+	return s->handle;
+}
+
+uintptr_t
+sq_source_get_mask(sq_source_t source)
+{
+	return _sq_source_check("sq_source_get_mask", source)->mask;
+}
+
+uintptr_t
+sq_source_get_data(sq_source_t source)
+{
+	struct sq_source_s *s = _sq_source_check("sq_source_get_data", source);
+	return __atomic_load_n(&s->data, __ATOMIC_RELAXED);
+}
+
+void
+sq_source_merge_data(sq_source_t source, uintptr_t value)
+{
+	struct sq_source_s *s = _sq_source_check("sq_source_merge_data",
+			source);
+	enum sq_source_kind k = s->type->kind;
+	if (k != SQ_SOURCE_DATA_ADD && k != SQ_SOURCE_DATA_OR &&
+			k != SQ_SOURCE_DATA_REPLACE)
+		return;
+	if (_sq_source_state(s) & SQ_SRC_CANCELLED)
+		return;
+	if (k == SQ_SOURCE_DATA_OR && s->mask != 0)
+		value &= s->mask;
+	if (value == 0 && k != SQ_SOURCE_DATA_REPLACE)
+		return;
+	_sq_source_merge(s, value);
+}
+
+void
+sq_source_set_timer(sq_source_t source, sq_time_t start, uint64_t interval,
+		uint64_t leeway)
+{
+	struct sq_source_s *s = _sq_source_check("sq_source_set_timer", source);
+	if (s->type->kind != SQ_SOURCE_TIMER)
+		_sq_client_crash("sq_source_set_timer", "%s source is not a "
+				"timer", s->type->name);
+	if (s->mask & SQ_TIMER_STRICT)
+		leeway = 0;
+	if (interval == 0)
+		interval = 1; /* as libdispatch: a zero interval means "asap" */
+	sq_spinlock_lock(&s->timer_lock);
+	s->timer_start = start;
+	s->timer_interval = interval;
+	s->timer_leeway = leeway;
+	sq_spinlock_unlock(&s->timer_lock);
+	_sq_source_post(s, SQ_CMD_TIMER);
+}

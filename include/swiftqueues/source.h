@@ -1,0 +1,254 @@
+/*
+ * SwiftQueues — dispatch sources (libdispatch's source.h, renamed) and
+ * delayed submission (sq_after).
+ *
+ * A source watches a system event — a timer, a readable or writable
+ * descriptor, a signal, a process exit, a file-system change — or a value
+ * the program merges itself, and submits its event handler to its target
+ * queue when the event occurs. Events that arrive while the handler is
+ * queued or running coalesce into one delivery (get_data tells how much);
+ * a handler never runs concurrently with itself. All sources are watched
+ * by one manager thread running a libevent loop.
+ *
+ * A new source is inactive: nothing is delivered until sq_activate or
+ * sq_resume. Cancellation is asynchronous and final: a handler already
+ * running finishes, then the cancel handler runs once, after the last event
+ * handler (the place to close the descriptor). A suspended source runs its
+ * cancel handler when resumed, as libdispatch does.
+ */
+#ifndef SWIFTQUEUES_SOURCE_H
+#define SWIFTQUEUES_SOURCE_H
+
+#include <swiftqueues/base.h>
+#include <swiftqueues/object.h>
+#include <swiftqueues/queue.h>
+#include <swiftqueues/time.h>
+#include <swiftqueues/workitem.h>
+
+SQ_BEGIN_DECLS
+SQ_ASSUME_NONNULL_BEGIN
+
+typedef struct sq_source_s *sq_source_t;
+typedef const struct sq_source_type_s *sq_source_type_t;
+
+SQ_EXPORT const struct sq_source_type_s _sq_source_type_data_add;
+SQ_EXPORT const struct sq_source_type_s _sq_source_type_data_or;
+SQ_EXPORT const struct sq_source_type_s _sq_source_type_data_replace;
+SQ_EXPORT const struct sq_source_type_s _sq_source_type_read;
+SQ_EXPORT const struct sq_source_type_s _sq_source_type_write;
+SQ_EXPORT const struct sq_source_type_s _sq_source_type_signal;
+SQ_EXPORT const struct sq_source_type_s _sq_source_type_timer;
+SQ_EXPORT const struct sq_source_type_s _sq_source_type_proc;
+SQ_EXPORT const struct sq_source_type_s _sq_source_type_vnode;
+
+/*! Merged values add up; handle 0, mask 0. get_data: the sum. */
+#define SQ_SOURCE_TYPE_DATA_ADD (&_sq_source_type_data_add)
+/*! Merged values are OR-ed, limited to `mask`. get_data: the union. */
+#define SQ_SOURCE_TYPE_DATA_OR (&_sq_source_type_data_or)
+/*! Each merge replaces the value (0 delivers nothing). */
+#define SQ_SOURCE_TYPE_DATA_REPLACE (&_sq_source_type_data_replace)
+/*! handle: a descriptor. get_data: bytes readable (an estimate; 0 at end of
+ * file, delivered once). Regular files are always readable. */
+#define SQ_SOURCE_TYPE_READ (&_sq_source_type_read)
+/*! handle: a descriptor. get_data: positive while writable (an estimate of
+ * the room in its buffer). */
+#define SQ_SOURCE_TYPE_WRITE (&_sq_source_type_write)
+/*! handle: a signal number. get_data: deliveries since the last handler
+ * run. While a signal source is active the signal is caught (its default
+ * action does not happen); the previous disposition, SIG_IGN or a program
+ * handler, comes back when the last source for that signal is cancelled. */
+#define SQ_SOURCE_TYPE_SIGNAL (&_sq_source_type_signal)
+/*! Configure with sq_source_set_timer. get_data: fires since the last run. */
+#define SQ_SOURCE_TYPE_TIMER (&_sq_source_type_timer)
+/*! handle: a pid; mask: SQ_PROC_EXIT. get_data: the events seen. */
+#define SQ_SOURCE_TYPE_PROC (&_sq_source_type_proc)
+/*! handle: a descriptor of a file or directory; mask: SQ_VNODE_* flags.
+ * get_data: the events seen (inotify). */
+#define SQ_SOURCE_TYPE_VNODE (&_sq_source_type_vnode)
+
+/*
+ * Process events. Linux reports exits (through a pidfd); FORK, EXEC and
+ * SIGNAL would need the netlink process connector (root) or ptrace, so a
+ * mask asking for them fails with ENOTSUP.
+ */
+#define SQ_PROC_EXIT 0x80000000ul
+#define SQ_PROC_FORK 0x40000000ul
+#define SQ_PROC_EXEC 0x20000000ul
+#define SQ_PROC_SIGNAL 0x08000000ul
+
+/*
+ * File-system events, through inotify:
+ *   DELETE  the object was unlinked (its link count reached 0; directories:
+ *           removed)
+ *   WRITE   contents changed (directories: an entry was added, removed or
+ *           renamed)
+ *   EXTEND  a file grew
+ *   ATTRIB  metadata changed
+ *   LINK    the link count changed
+ *   RENAME  the object was renamed or moved (it stays watched)
+ *   REVOKE  the file system was unmounted
+ */
+#define SQ_VNODE_DELETE 0x1ul
+#define SQ_VNODE_WRITE 0x2ul
+#define SQ_VNODE_EXTEND 0x4ul
+#define SQ_VNODE_ATTRIB 0x8ul
+#define SQ_VNODE_LINK 0x10ul
+#define SQ_VNODE_RENAME 0x20ul
+#define SQ_VNODE_REVOKE 0x40ul
+
+/*! Timer mask flag: fire on time, ignoring leeway. */
+#define SQ_TIMER_STRICT 0x1ul
+
+/*!
+ * Creates a source (inactive) that submits its handlers to `queue` (NULL:
+ * the default global queue). Returns NULL with errno set when the outside
+ * world says no: EBADF (descriptor), ESRCH (pid), ENOENT (a watched file is
+ * gone), EINVAL (signal number, unknown type or mask bits), ENOTSUP (a
+ * process event Linux cannot report). The caller owns one reference.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_source_t SQ_NULLABLE
+sq_source_create(sq_source_type_t type, uintptr_t handle, uintptr_t mask,
+		sq_queue_t SQ_NULLABLE queue);
+
+/*! The event handler: called with the source's context at call time. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_source_set_event_handler_f(sq_source_t source,
+		sq_function_t SQ_NULLABLE handler);
+
+/*! The cancel handler: called once, after the last event handler. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_source_set_cancel_handler_f(sq_source_t source,
+		sq_function_t SQ_NULLABLE handler);
+
+/*! The registration handler: called once, when the source starts watching
+ * (after the first resume or activate), before any event handler. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_source_set_registration_handler_f(sq_source_t source,
+		sq_function_t SQ_NULLABLE handler);
+
+/*! Stops the source, asynchronously and for good. Idempotent. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_source_cancel(sq_source_t source);
+
+/*! Non-zero once the source has been cancelled. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+intptr_t
+sq_source_testcancel(sq_source_t source);
+
+/*! The handle given at creation (0 for timer and data sources). */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+uintptr_t
+sq_source_get_handle(sq_source_t source);
+
+/*! The mask given at creation. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+uintptr_t
+sq_source_get_mask(sq_source_t source);
+
+/*! Inside a handler: the data of the delivery being handled (see each
+ * type). Elsewhere: the data of the latest delivery. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+uintptr_t
+sq_source_get_data(sq_source_t source);
+
+/*! Merges `value` into a DATA_ADD / DATA_OR / DATA_REPLACE source; from any
+ * thread. Ignored on other types and after cancel. */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_source_merge_data(sq_source_t source, uintptr_t value);
+
+/*!
+ * Arms a timer source: first fire at `start` (SQ_TIME_NOW: at once; an
+ * sq_walltime value: on the wall clock), then every `interval` ns
+ * (SQ_TIME_FOREVER: once). The source may fire up to `leeway` ns late, so
+ * that timers whose windows overlap fire together (SQ_TIMER_STRICT: no
+ * leeway). Re-arming a running timer replaces its schedule. Calling it on a
+ * source that is not a timer stops the process.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_source_set_timer(sq_source_t source, sq_time_t start, uint64_t interval,
+		uint64_t leeway);
+
+/*!
+ * Submits `function(context)` to `queue` at `when`. A timer entry on the
+ * manager thread, not a source: one allocation, and thousands pending are
+ * cheap. SQ_TIME_FOREVER never submits it.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_after_f(sq_time_t when, sq_queue_t queue, void *SQ_NULLABLE context,
+		sq_function_t function);
+
+/*!
+ * Submits a work item to `queue` at `when`: cancel the item
+ * (sq_workitem_cancel) and it never runs — a cancellable sq_after.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_after_workitem(sq_time_t when, sq_queue_t queue, sq_workitem_t item);
+
+/* Handlers with their own context (used by the block forms below): ctx is
+ * passed instead of the source's context, and `destructor(ctx)` runs when
+ * the handler is replaced or the source destroyed. kind: 0 event, 1 cancel,
+ * 2 registration. */
+SQ_EXPORT SQ_NOTHROW
+void
+_sq_source_set_handler(sq_source_t source, int kind,
+		sq_function_t SQ_NULLABLE handler, void *SQ_NULLABLE ctx,
+		sq_function_t SQ_NULLABLE destructor);
+
+#ifdef __BLOCKS__
+SQ_INLINE void
+_sq_release_block(void *SQ_NULLABLE block)
+{
+	_Block_release(block);
+}
+
+SQ_INLINE void
+_sq_source_set_block(sq_source_t source, int kind, sq_block_t SQ_NULLABLE b)
+{
+	if (b == NULL) {
+		_sq_source_set_handler(source, kind, NULL, NULL, NULL);
+		return;
+	}
+	_sq_source_set_handler(source, kind, _sq_call_block,
+			_Block_copy((const void *)b), _sq_release_block);
+}
+
+SQ_INLINE void
+sq_source_set_event_handler(sq_source_t source, sq_block_t SQ_NULLABLE block)
+{
+	_sq_source_set_block(source, 0, block);
+}
+
+SQ_INLINE void
+sq_source_set_cancel_handler(sq_source_t source, sq_block_t SQ_NULLABLE block)
+{
+	_sq_source_set_block(source, 1, block);
+}
+
+SQ_INLINE void
+sq_source_set_registration_handler(sq_source_t source,
+		sq_block_t SQ_NULLABLE block)
+{
+	_sq_source_set_block(source, 2, block);
+}
+
+SQ_INLINE void
+sq_after(sq_time_t when, sq_queue_t queue, sq_block_t block)
+{
+	sq_after_f(when, queue, _Block_copy((const void *)block),
+			_sq_call_and_release_block);
+}
+#endif
+
+SQ_ASSUME_NONNULL_END
+SQ_END_DECLS
+
+#endif /* SWIFTQUEUES_SOURCE_H */
