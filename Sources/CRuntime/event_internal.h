@@ -115,6 +115,7 @@ struct sq_source_s {
 	struct event *ev;        /* descriptor or pidfd watch */
 	int pidfd;
 	int wd;                  /* inotify watch */
+	int parent_wd;           /* directories: their parent's watch */
 	struct sq_source_s *next_in_list; /* signal / inotify lists */
 
 	/* Timer sources. */

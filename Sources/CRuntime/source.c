@@ -455,6 +455,11 @@ _sq_vnode_flags(struct sq_source_s *s, uint32_t in)
 	return flags & s->mask;
 }
 
+/* What a watched directory needs from its parent's watch: removing a
+ * directory that someone holds open sends nothing to the directory itself
+ * (IN_DELETE_SELF waits for the last close), only IN_DELETE to its parent. */
+#define SQ_VNODE_PARENT_MASK (IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR)
+
 static void
 _sq_inotify_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -467,9 +472,19 @@ _sq_inotify_cb(evutil_socket_t fd, short what, void *arg)
 			struct inotify_event *e = (struct inotify_event *)p;
 			for (struct sq_source_s *s = _sq_vnode_sources; s;
 					s = s->next_in_list) {
-				if (s->wd != e->wd)
-					continue;
-				uintptr_t flags = _sq_vnode_flags(s, e->mask);
+				uintptr_t flags = 0;
+				if (s->wd == e->wd)
+					flags = _sq_vnode_flags(s, e->mask);
+				if (s->parent_wd == e->wd &&
+						(e->mask & IN_DELETE)) {
+					/* Something in the parent went: is it
+					 * us? A removed directory has no links. */
+					struct stat st;
+					if (fstat((int)s->handle, &st) == 0 &&
+							st.st_nlink == 0)
+						flags |= SQ_VNODE_DELETE &
+								s->mask;
+				}
 				if (flags)
 					_sq_source_merge(s, flags);
 			}
@@ -478,16 +493,51 @@ _sq_inotify_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/* The union of the masks of every source on `wd` (several sources on one
- * inode share inotify's single watch). */
+/* The union of what every source needs from watch `wd` (several sources
+ * on one inode share inotify's single watch). */
 static uint32_t
 _sq_vnode_union_mask(int wd)
 {
 	uint32_t m = 0;
-	for (struct sq_source_s *s = _sq_vnode_sources; s; s = s->next_in_list)
+	for (struct sq_source_s *s = _sq_vnode_sources; s; s = s->next_in_list) {
 		if (s->wd == wd)
 			m |= _sq_vnode_inotify_mask(s->mask);
+		if (s->parent_wd == wd)
+			m |= SQ_VNODE_PARENT_MASK;
+	}
 	return m;
+}
+
+/* Watches the parent of a watched directory (see SQ_VNODE_PARENT_MASK). */
+static void
+_sq_vnode_watch_parent(struct sq_source_s *s)
+{
+	char link[64], path[4096];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", (int)s->handle);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (n <= 0)
+		return;
+	path[n] = '\0';
+	char *slash = strrchr(path, '/');
+	if (slash == NULL)
+		return;
+	if (slash == path)
+		slash[1] = '\0'; /* the parent is "/" */
+	else
+		*slash = '\0';
+	s->parent_wd = inotify_add_watch(_sq_inotify_fd, path,
+			SQ_VNODE_PARENT_MASK | IN_MASK_ADD);
+}
+
+/* Drops (or narrows) watch `wd` after a source stopped using it. */
+static void
+_sq_vnode_release_watch(int wd, const char *path)
+{
+	uint32_t rest = _sq_vnode_union_mask(wd);
+	if (rest == 0)
+		inotify_rm_watch(_sq_inotify_fd, wd);
+	else if (path != NULL)
+		(void)inotify_add_watch(_sq_inotify_fd, path, rest);
 }
 
 static void
@@ -506,12 +556,14 @@ _sq_vnode_register(struct sq_source_s *s)
 	s->wd = inotify_add_watch(_sq_inotify_fd, path,
 			_sq_vnode_inotify_mask(s->mask) | IN_MASK_ADD);
 	struct stat st;
-	if (fstat((int)s->handle, &st) == 0) {
-		s->last_size = st.st_size;
-		s->last_nlink = st.st_nlink;
-	}
+	if (fstat((int)s->handle, &st) != 0)
+		st.st_mode = 0;
+	s->last_size = st.st_size;
+	s->last_nlink = st.st_nlink;
 	s->next_in_list = _sq_vnode_sources;
 	_sq_vnode_sources = s;
+	if ((s->mask & SQ_VNODE_DELETE) && S_ISDIR(st.st_mode))
+		_sq_vnode_watch_parent(s);
 }
 
 static void
@@ -522,19 +574,16 @@ _sq_vnode_unregister(struct sq_source_s *s)
 		link = &(*link)->next_in_list;
 	if (*link)
 		*link = s->next_in_list;
-	if (s->wd < 0)
-		return;
-	uint32_t rest = _sq_vnode_union_mask(s->wd);
-	if (rest == 0) {
-		inotify_rm_watch(_sq_inotify_fd, s->wd);
-	} else {
-		/* Narrow the shared watch to what the others still need. */
+	if (s->wd >= 0) {
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/self/fd/%d",
 				(int)s->handle);
-		(void)inotify_add_watch(_sq_inotify_fd, path, rest);
+		_sq_vnode_release_watch(s->wd, path);
 	}
+	if (s->parent_wd >= 0)
+		_sq_vnode_release_watch(s->parent_wd, NULL);
 	s->wd = -1;
+	s->parent_wd = -1;
 }
 
 /* ---- Loop side: timers ------------------------------------------------- */
@@ -791,6 +840,7 @@ sq_source_create(sq_source_type_t type, uintptr_t handle, uintptr_t mask,
 	s->node.kind = SQ_LOOP_SOURCE;
 	s->pidfd = pidfd;
 	s->wd = -1;
+	s->parent_wd = -1;
 	s->always_ready = regular;
 	if (type->kind == SQ_SOURCE_READ || type->kind == SQ_SOURCE_WRITE ||
 			type->kind == SQ_SOURCE_VNODE) {
