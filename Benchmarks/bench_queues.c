@@ -345,8 +345,7 @@ apply_ours(size_t ops)
 static void
 apply_theirs(size_t ops)
 {
-	dispatch_apply_f(ops, dispatch_get_global_queue(
-			DISPATCH_QUEUE_PRIORITY_DEFAULT, 0), NULL, empty_apply);
+	dispatch_apply_f(ops, DISPATCH_APPLY_AUTO, NULL, empty_apply);
 }
 
 /* ---- group enter + leave --------------------------------------------------- */

@@ -389,10 +389,16 @@ _sq_queue_wakeup(struct sq_queue_s *q)
 }
 
 /* The drainer gives the queue up: clear ENQUEUED, then look again. */
-static void
+static inline void
 _sq_queue_relinquish(struct sq_queue_s *q)
 {
-	__atomic_and_fetch(&q->state, ~SQ_STATE_ENQUEUED, __ATOMIC_SEQ_CST);
+	uint64_t s = __atomic_and_fetch(&q->state, ~SQ_STATE_ENQUEUED,
+			__ATOMIC_SEQ_CST);
+	/* The common case, nothing more to do, decided without reloading the
+	 * state (concurrent queues also look at their held-back barrier). */
+	if (q->type != SQ_QUEUE_TYPE_CONCURRENT && (_sq_queue_is_empty(q) ||
+			(s & (SQ_STATE_INACTIVE | SQ_STATE_SUSPEND_MASK))))
+		return;
 	_sq_queue_wakeup(q);
 }
 

@@ -46,7 +46,10 @@ test_no_explosion(void)
 	int peak = sqt_thread_monitor_stop(&m);
 	printf("CPU-bound: peak %d threads (%d before, %d CPUs)\n", peak,
 			before, ncpu);
-	int limit = ncpu + NON_WORKER_THREADS;
+	/* Under a sanitizer on a loaded machine, workers stuck on the
+	 * sanitizer's internal locks look blocked for a moment and may be
+	 * compensated: allow a few more there. */
+	int limit = ncpu + NON_WORKER_THREADS + SQT_SCALE(0, 4);
 	CHECK(peak <= (before > limit ? before : limit));
 }
 
@@ -57,10 +60,15 @@ test_no_explosion(void)
 static struct {
 	atomic_bool open;
 	atomic_int gates_running;
-	atomic_int ticket;
+	atomic_int ticket;      /* start order */
+	atomic_int finish;      /* completion order */
 	int high[PRIO_N];
 	int low[PRIO_N];
-	atomic_int high_done, low_done, background_done;
+	int high_end[PRIO_N];
+	int low_end[PRIO_N];
+	int targeted_first;     /* start ticket of the first task of a queue
+	                         * that targets HIGH (Q-TGT-3) */
+	atomic_int high_done, low_done, background_done, targeted_done;
 } prio;
 
 static void
@@ -85,6 +93,7 @@ high_task(void *arg)
 {
 	prio.high[(intptr_t)arg] = atomic_fetch_add(&prio.ticket, 1);
 	spin_us(20);
+	prio.high_end[(intptr_t)arg] = atomic_fetch_add(&prio.finish, 1);
 	atomic_fetch_add(&prio.high_done, 1);
 }
 
@@ -93,7 +102,18 @@ low_task(void *arg)
 {
 	prio.low[(intptr_t)arg] = atomic_fetch_add(&prio.ticket, 1);
 	spin_us(20);
+	prio.low_end[(intptr_t)arg] = atomic_fetch_add(&prio.finish, 1);
 	atomic_fetch_add(&prio.low_done, 1);
+}
+
+static void
+targeted_task(void *arg)
+{
+	int t = atomic_fetch_add(&prio.ticket, 1);
+	if ((intptr_t)arg == 0)
+		prio.targeted_first = t;
+	spin_us(20);
+	atomic_fetch_add(&prio.targeted_done, 1);
 }
 
 static void
@@ -116,6 +136,8 @@ test_priorities(void)
 	sq_queue_t low = sq_get_global_queue(SQ_QUEUE_PRIORITY_LOW, 0);
 	sq_queue_t bg = sq_get_global_queue(SQ_QUEUE_PRIORITY_BACKGROUND, 0);
 	sq_queue_t def = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	sq_queue_t targeted = sq_queue_create_with_target("com.example.high",
+			NULL, high);
 
 	/* Occupy every worker. */
 	for (int i = 0; i < ncpu; i++)
@@ -129,28 +151,48 @@ test_priorities(void)
 		sq_async_f(low, (void *)i, low_task);
 	for (intptr_t i = 0; i < PRIO_N; i++)
 		sq_async_f(high, (void *)i, high_task);
+	for (intptr_t i = 0; i < 10; i++)
+		sq_async_f(targeted, (void *)i, targeted_task);
 	atomic_store(&prio.open, true);
 
 	CHECK(sqt_wait_int(&prio.high_done, PRIO_N, WAIT_MS));
 	CHECK(sqt_wait_int(&prio.low_done, PRIO_N, WAIT_MS)); /* LOW still runs */
 	CHECK(sqt_wait_int(&prio.background_done, 10, WAIT_MS));
+	CHECK(sqt_wait_int(&prio.targeted_done, 10, WAIT_MS));
+	sq_release(targeted);
 
-	int first_high = PRIO_N * 2;
-	for (int i = 0; i < PRIO_N; i++)
+	int first_high = PRIO_N * 3, first_high_end = PRIO_N * 3;
+	for (int i = 0; i < PRIO_N; i++) {
 		if (prio.high[i] < first_high)
 			first_high = prio.high[i];
+		if (prio.high_end[i] < first_high_end)
+			first_high_end = prio.high_end[i];
+	}
+	int low_done_before_first_high = 0;
+	for (int i = 0; i < PRIO_N; i++)
+		low_done_before_first_high += prio.low_end[i] < first_high_end;
 	qsort(prio.low, PRIO_N, sizeof(int), cmp_int);
 	int median_low = prio.low[PRIO_N / 2];
 	int high_before_median_low = 0;
 	for (int i = 0; i < PRIO_N; i++)
 		high_before_median_low += prio.high[i] < median_low;
-	printf("priorities: first HIGH started as #%d; %d of %d HIGH before "
-			"the median LOW\n", first_high, high_before_median_low,
-			PRIO_N);
-	/* The first HIGH goes before most LOW ones... */
+	printf("priorities: first HIGH started as #%d, %d LOW finished before "
+			"it did; %d of %d HIGH before the median LOW; a queue "
+			"targeting HIGH started as #%d\n", first_high,
+			low_done_before_first_high, high_before_median_low,
+			PRIO_N, prio.targeted_first);
+	/* The first HIGH completes before most LOW ones... */
+	CHECK(low_done_before_first_high < PRIO_N / 2);
 	CHECK(first_high < PRIO_N / 2);
 	/* ...and (Q-PRIO-1) >= 90% of HIGH start before the median LOW. */
 	CHECK(high_before_median_low * 10 >= PRIO_N * 9);
+	/* Q-TGT-3: a queue targeting HIGH behaves like HIGH work: submitted
+	 * after the HIGH items (FIFO behind them), it still starts before
+	 * most LOW items. */
+	int low_before_targeted = 0;
+	for (int i = 0; i < PRIO_N; i++)
+		low_before_targeted += prio.low[i] < prio.targeted_first;
+	CHECK(low_before_targeted < PRIO_N / 2);
 }
 
 /* ---- workqueue port: every worker blocked, one more task still runs ------- */

@@ -974,10 +974,9 @@ test_nested_async(void)
 	sq_release(queueA);
 }
 
-/* ---- AT-DQ-29 / issue: 4 producers x 100,000 on one serial queue ----------- */
+/* ---- AT-DQ-29 / issue: many producers on one serial queue ---------------- */
 
-#define PRODUCERS 4
-#define PER_PRODUCER SQT_SCALE(100000, 25000)
+#define MAX_PRODUCERS 16
 
 struct prod_task {
 	uint32_t producer;
@@ -986,12 +985,14 @@ struct prod_task {
 
 static struct {
 	sq_queue_t q;
+	int producers;
+	int per_producer;
 	struct prod_task *tasks;
 	atomic_int inside;
 	atomic_int overlaps;
-	long count;              /* only touched on the queue */
-	long last[PRODUCERS];    /* only touched on the queue */
-	long order_errors;       /* only touched on the queue */
+	long count;                 /* only touched on the queue */
+	long last[MAX_PRODUCERS];   /* only touched on the queue */
+	long order_errors;          /* only touched on the queue */
 } prod;
 
 static void
@@ -1011,8 +1012,8 @@ static void *
 producer_main(void *arg)
 {
 	uint32_t id = (uint32_t)(uintptr_t)arg;
-	struct prod_task *mine = prod.tasks + (size_t)id * PER_PRODUCER;
-	for (uint32_t i = 0; i < (uint32_t)PER_PRODUCER; i++) {
+	struct prod_task *mine = prod.tasks + (size_t)id * prod.per_producer;
+	for (uint32_t i = 0; i < (uint32_t)prod.per_producer; i++) {
 		mine[i].producer = id;
 		mine[i].seq = i;
 		sq_async_f(prod.q, &mine[i], prod_consume);
@@ -1027,28 +1028,45 @@ read_count(void *arg)
 }
 
 static void
-test_producers(void)
+run_producers(int producers, int per_producer)
 {
 	prod.q = sq_queue_create("com.example.producers", NULL);
-	prod.tasks = calloc((size_t)PRODUCERS * PER_PRODUCER,
+	prod.producers = producers;
+	prod.per_producer = per_producer;
+	prod.count = 0;
+	prod.order_errors = 0;
+	atomic_store(&prod.overlaps, 0);
+	prod.tasks = calloc((size_t)producers * per_producer,
 			sizeof(*prod.tasks));
-	for (int i = 0; i < PRODUCERS; i++)
+	for (int i = 0; i < producers; i++)
 		prod.last[i] = -1;
-	pthread_t threads[PRODUCERS];
-	for (int i = 0; i < PRODUCERS; i++)
+	pthread_t threads[MAX_PRODUCERS];
+	for (int i = 0; i < producers; i++)
 		pthread_create(&threads[i], NULL, producer_main,
 				(void *)(uintptr_t)i);
-	for (int i = 0; i < PRODUCERS; i++)
+	for (int i = 0; i < producers; i++)
 		pthread_join(threads[i], NULL);
 	long count = 0;
 	sq_sync_f(prod.q, &count, read_count); /* after every async before it */
-	CHECK_EQ(count, (long)PRODUCERS * PER_PRODUCER);
+	CHECK_EQ(count, (long)producers * per_producer);
 	CHECK_EQ(prod.order_errors, 0);
 	CHECK_EQ(atomic_load(&prod.overlaps), 0);
-	for (int i = 0; i < PRODUCERS; i++)
-		CHECK_EQ(prod.last[i], PER_PRODUCER - 1);
+	int all_last = 1;
+	for (int i = 0; i < producers; i++)
+		if (prod.last[i] != per_producer - 1)
+			all_last = 0;
+	CHECK(all_last);
 	sq_release(prod.q);
 	free(prod.tasks);
+}
+
+static void
+test_producers(void)
+{
+	/* the issue: 4 producers x 100,000 */
+	run_producers(4, SQT_SCALE(100000, 25000));
+	/* AT-DQ-29: 16 threads x 10,000 */
+	run_producers(16, SQT_SCALE(10000, 2500));
 }
 
 /* ---- AT-MIG-01 / AT-MIG-02: async lock, sync critical section ------------- */
