@@ -40,6 +40,7 @@
 static const bench_scenario_t *const bench_areas[] = {
 	bench_primitives,
 	bench_queues,
+	bench_io,
 	NULL
 };
 

@@ -39,6 +39,7 @@ typedef struct bench_scenario_s {
 /* The scenario tables, one per bench_<area>.c. */
 extern const bench_scenario_t bench_primitives[];
 extern const bench_scenario_t bench_queues[];
+extern const bench_scenario_t bench_io[];
 
 /* Restarts the clock of the current run: what came before does not count.
  * Call these two from the thread the harness called the run function on. */

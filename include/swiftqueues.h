@@ -23,5 +23,7 @@
 #include <swiftqueues/semaphore.h>
 #include <swiftqueues/workitem.h>
 #include <swiftqueues/source.h>
+#include <swiftqueues/data.h>
+#include <swiftqueues/io.h>
 
 #endif /* SWIFTQUEUES_H */

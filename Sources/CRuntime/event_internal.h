@@ -112,6 +112,8 @@ struct sq_source_s {
 	/* Loop-thread state. */
 	bool registered;
 	bool always_ready;       /* regular files: epoll cannot watch them */
+	bool stale;              /* its descriptor was closed and reused */
+	bool tracked;            /* on the descriptor list */
 	struct event *ev;        /* descriptor or pidfd watch */
 	int pidfd;
 	int wd;                  /* inotify watch */

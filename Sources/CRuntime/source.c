@@ -26,6 +26,7 @@
 
 #include <event2/event.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,8 +226,14 @@ _sq_fd_data(struct sq_source_s *s, bool *eof)
 	long n = _sq_fd_readable(fd);
 	if (n < 0)
 		return 1; /* readable, size unknown (e.g. connections) */
-	/* Readable with nothing to read: end of file or hang-up. */
-	*eof = n == 0;
+	if (n == 0) {
+		/* Nothing to read: end of file or hang-up if the descriptor
+		 * still polls readable; otherwise another reader took the
+		 * data since the event, and we keep watching. */
+		struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLRDHUP };
+		*eof = poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLIN |
+				POLLHUP | POLLRDHUP | POLLERR));
+	}
 	return (uintptr_t)n;
 }
 
@@ -328,6 +335,60 @@ _sq_source_event_cb(evutil_socket_t fd, short what, void *arg)
 		_sq_source_merge(s, 1);
 }
 
+/*
+ * Descriptor sources by descriptor number (loop thread). A program may close
+ * a descriptor without cancelling its source, and the number may come back
+ * for a new file with its own source. libevent counts watchers per number,
+ * so the stale watch would keep the new file out of epoll: when a source
+ * registers a number whose other watchers were made for a different file,
+ * those stale watchers are dropped first.
+ */
+static struct sq_source_s **_sq_fd_sources;
+static int _sq_fd_sources_cap;
+
+static void
+_sq_fd_track(struct sq_source_s *s)
+{
+	int fd = (int)s->handle;
+	if (fd >= _sq_fd_sources_cap) {
+		int cap = _sq_fd_sources_cap ? _sq_fd_sources_cap : 64;
+		while (cap <= fd)
+			cap *= 2;
+		void *grown = realloc(_sq_fd_sources, (size_t)cap *
+				sizeof(*_sq_fd_sources));
+		if (grown == NULL)
+			_sq_client_crash("sq_source_create", "out of memory");
+		_sq_fd_sources = grown;
+		memset(_sq_fd_sources + _sq_fd_sources_cap, 0,
+				(size_t)(cap - _sq_fd_sources_cap) *
+				sizeof(*_sq_fd_sources));
+		_sq_fd_sources_cap = cap;
+	}
+	for (struct sq_source_s *t = _sq_fd_sources[fd]; t; t = t->next_in_list) {
+		if (t->ev && (t->dev != s->dev || t->ino != s->ino)) {
+			event_free(t->ev);
+			t->ev = NULL;
+			t->stale = true;
+		}
+	}
+	s->next_in_list = _sq_fd_sources[fd];
+	_sq_fd_sources[fd] = s;
+	s->tracked = true;
+}
+
+static void
+_sq_fd_untrack(struct sq_source_s *s)
+{
+	int fd = (int)s->handle;
+	if (fd >= _sq_fd_sources_cap)
+		return;
+	struct sq_source_s **link = &_sq_fd_sources[fd];
+	while (*link && *link != s)
+		link = &(*link)->next_in_list;
+	if (*link)
+		*link = s->next_in_list;
+}
+
 static int
 _sq_pidfd_open(pid_t pid)
 {
@@ -341,7 +402,7 @@ _sq_source_arm_event(struct sq_source_s *s)
 		_sq_source_merge(s, 1);
 		return;
 	}
-	if (s->ev)
+	if (s->ev && !s->stale)
 		event_add(s->ev, NULL);
 }
 
@@ -650,6 +711,7 @@ _sq_source_register(struct sq_source_s *s)
 		if (!s->always_ready) {
 			short what = s->type->kind == SQ_SOURCE_READ ? EV_READ
 					: EV_WRITE;
+			_sq_fd_track(s);
 			s->ev = event_new(_sq_loop_base(), (int)s->handle, what,
 					_sq_source_event_cb, s);
 			/* A descriptor epoll refuses is always ready. */
@@ -693,6 +755,12 @@ _sq_source_unregister(struct sq_source_s *s)
 		s->ev = NULL;
 	}
 	switch (s->type->kind) {
+	case SQ_SOURCE_READ:
+	case SQ_SOURCE_WRITE:
+		if (s->tracked)
+			_sq_fd_untrack(s);
+		s->tracked = false;
+		break;
 	case SQ_SOURCE_SIGNAL:
 		_sq_signal_unregister(s);
 		break;

@@ -38,11 +38,8 @@ sq_time(sq_time_t when, int64_t delta)
 				&forever);
 		return forever ? SQ_TIME_FOREVER : (t | SQ_TIME_WALL_FLAG);
 	}
-	if (when == SQ_TIME_NOW) {
-		if (delta == 0)
-			return SQ_TIME_NOW;
-		when = _sq_monotonic_ns();
-	}
+	if (when == SQ_TIME_NOW)
+		when = _sq_monotonic_ns(); /* as libdispatch: "now" becomes a time */
 	return _sq_time_offset(when, delta, &forever);
 }
 

@@ -26,6 +26,29 @@ import SwiftQueues
 
         let ns: UInt64 = benchmark(iterations: 10) { _ = counter.load() }
 
+        // The queue API.
+        let workQueue: WorkQueue = WorkQueue(label: "collision", attributes: WorkQueue.Attributes.concurrent)
+        let priority: WorkQueue.Priority = .background
+        let global: WorkQueue = WorkQueue.global(priority)
+        let group: WorkGroup = WorkGroup()
+        let semaphore: CountingSemaphore = CountingSemaphore(value: 0)
+        let item: WorkItem = WorkItem(flags: WorkItem.Flags.barrier) { counter.add(100) }
+        let key: SpecificKey<Int> = SpecificKey<Int>()
+        let deadline: WorkDeadline = WorkDeadline.now() + Duration.milliseconds(1)
+        let predicate: WorkQueue.Predicate = .notOnQueue(workQueue)
+        workQueue.setSpecific(key, value: 1)
+        workQueue.async(group: group) { semaphore.signal() }
+        workQueue.async(execute: item)
+        global.async(group: group) {}
+        WorkQueue.precondition(predicate)
+        let waited: WaitResult = semaphore.wait(timeout: .distantFuture)
+        item.wait()
+        group.wait()
+        let specific = workQueue.sync { WorkQueue.getSpecific(key) }
+        #expect(waited == .success)
+        #expect(specific == 1)
+        #expect(deadline < WorkDeadline.distantFuture)
+
         // The neighbours, in the same scope.
         let mutex = Mutex(0)
         mutex.withLock { $0 += 1 }
@@ -35,8 +58,21 @@ import SwiftQueues
         nsLock.withLock { _ = stack.pop() }
         DispatchQueue(label: "collision-test").sync { _ = queue.pop() }
         let duration: Duration = .seconds(1)
+        let dispatchGroup = DispatchGroup()
+        let dispatchSemaphore = DispatchSemaphore(value: 1)
+        dispatchSemaphore.wait()
+        dispatchSemaphore.signal()
+        DispatchQueue.global().async(group: dispatchGroup) {}
+        dispatchGroup.wait()
+        let dispatchItem = DispatchWorkItem {}
+        dispatchItem.perform()
+        let operationQueue = OperationQueue()
+        operationQueue.addOperation {}
+        operationQueue.waitUntilAllOperationsAreFinished()
+        let dispatchTimeout: DispatchTimeoutResult = dispatchGroup.wait(timeout: .now())
+        #expect(dispatchTimeout == .success)
 
-        #expect(counter.load() == 13)
+        #expect(counter.load() == 113)
         #expect(stack.isEmpty && queue.isEmpty)
         #expect(ns < 1_000_000_000)
         #expect(mutex.withLock { $0 } == 1)

@@ -37,6 +37,20 @@ SQ_EXPORT struct sq_queue_attr_s _sq_queue_attr_concurrent_inactive;
 #define SQ_QUEUE_SERIAL_INACTIVE (&_sq_queue_attr_serial_inactive)
 #define SQ_QUEUE_CONCURRENT_INACTIVE (&_sq_queue_attr_concurrent_inactive)
 
+/* The attributes as functions, for languages that cannot take the address
+ * of an incomplete type (Swift imports these; not the macros above). */
+SQ_INLINE sq_queue_attr_t
+sq_queue_attr_concurrent(void)
+{
+	return SQ_QUEUE_CONCURRENT;
+}
+
+SQ_INLINE sq_queue_attr_t
+sq_queue_attr_concurrent_inactive(void)
+{
+	return SQ_QUEUE_CONCURRENT_INACTIVE;
+}
+
 /*! `attr` (serial when NULL) created inactive: nothing runs before sq_activate. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_attr_t
@@ -47,7 +61,7 @@ sq_queue_attr_make_initially_inactive(sq_queue_attr_t SQ_NULLABLE attr);
 #define SQ_QUEUE_PRIORITY_HIGH 2
 #define SQ_QUEUE_PRIORITY_DEFAULT 0
 #define SQ_QUEUE_PRIORITY_LOW (-2)
-#define SQ_QUEUE_PRIORITY_BACKGROUND INT16_MIN
+#define SQ_QUEUE_PRIORITY_BACKGROUND (-32768) /* INT16_MIN, as a literal Swift imports */
 
 /*! The target that means "the default global queue". */
 #define SQ_TARGET_QUEUE_DEFAULT ((sq_queue_t)NULL)

@@ -66,6 +66,62 @@ SQ_EXPORT const struct sq_source_type_s _sq_source_type_vnode;
  * get_data: the events seen (inotify). */
 #define SQ_SOURCE_TYPE_VNODE (&_sq_source_type_vnode)
 
+/* The types as functions, for languages that cannot take the address of
+ * an incomplete type (Swift imports these; not the macros above). */
+SQ_INLINE sq_source_type_t
+sq_source_type_data_add(void)
+{
+	return SQ_SOURCE_TYPE_DATA_ADD;
+}
+
+SQ_INLINE sq_source_type_t
+sq_source_type_data_or(void)
+{
+	return SQ_SOURCE_TYPE_DATA_OR;
+}
+
+SQ_INLINE sq_source_type_t
+sq_source_type_data_replace(void)
+{
+	return SQ_SOURCE_TYPE_DATA_REPLACE;
+}
+
+SQ_INLINE sq_source_type_t
+sq_source_type_read(void)
+{
+	return SQ_SOURCE_TYPE_READ;
+}
+
+SQ_INLINE sq_source_type_t
+sq_source_type_write(void)
+{
+	return SQ_SOURCE_TYPE_WRITE;
+}
+
+SQ_INLINE sq_source_type_t
+sq_source_type_signal(void)
+{
+	return SQ_SOURCE_TYPE_SIGNAL;
+}
+
+SQ_INLINE sq_source_type_t
+sq_source_type_timer(void)
+{
+	return SQ_SOURCE_TYPE_TIMER;
+}
+
+SQ_INLINE sq_source_type_t
+sq_source_type_proc(void)
+{
+	return SQ_SOURCE_TYPE_PROC;
+}
+
+SQ_INLINE sq_source_type_t
+sq_source_type_vnode(void)
+{
+	return SQ_SOURCE_TYPE_VNODE;
+}
+
 /*
  * Process events. Linux reports exits (through a pidfd); FORK, EXEC and
  * SIGNAL would need the netlink process connector (root) or ptrace, so a

@@ -1,0 +1,447 @@
+/*
+ * SwiftQueues benchmarks — dispatch I/O: a pipe through a stream channel, a
+ * file through a random-access channel, and a loopback TCP echo through
+ * stream channels, each against the toolchain's libdispatch dispatch_io
+ * (its exported _f forms, declared below: gcc has no blocks).
+ *
+ * Every run checks its byte count, so a side that drops data fails.
+ */
+#define _GNU_SOURCE
+#include "harness.h"
+#include "dispatch_compat.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <swiftqueues.h>
+
+/* libdispatch's function-pointer I/O entry points (private/io_private.h,
+ * private/data_private.h; exported by libdispatch.so). */
+typedef void (*d_io_handler_f)(void *ctx, bool done, dispatch_data_t data,
+		int error);
+dispatch_io_t dispatch_io_create_f(dispatch_io_type_t type, dispatch_fd_t fd,
+		dispatch_queue_t queue, void *ctx,
+		void (*cleanup)(void *ctx, int error));
+void dispatch_io_read_f(dispatch_io_t channel, off_t offset, size_t length,
+		dispatch_queue_t queue, void *ctx, d_io_handler_f handler);
+void dispatch_io_write_f(dispatch_io_t channel, off_t offset,
+		dispatch_data_t data, dispatch_queue_t queue, void *ctx,
+		d_io_handler_f handler);
+dispatch_data_t dispatch_data_create_f(const void *buffer, size_t size,
+		dispatch_queue_t queue, dispatch_function_t destructor);
+
+#define MIB (1024u * 1024u)
+
+/* ---- pipe through a stream channel ----------------------------------------- */
+
+#define PIPE_CHUNK (64u * 1024u)
+
+static uint8_t pipe_buf[PIPE_CHUNK];
+
+struct pipe_run {
+	int wfd;
+	size_t bytes;
+	size_t got;
+	sq_semaphore_t sq_done;
+	dispatch_semaphore_t d_done;
+};
+
+static void *
+pipe_writer(void *arg)
+{
+	struct pipe_run *r = arg;
+	for (size_t off = 0; off < r->bytes; off += PIPE_CHUNK) {
+		size_t done = 0;
+		while (done < PIPE_CHUNK) {
+			ssize_t n = write(r->wfd, pipe_buf + done,
+					PIPE_CHUNK - done);
+			if (n <= 0)
+				bench_fail("pipe write failed");
+			done += (size_t)n;
+		}
+	}
+	close(r->wfd);
+	return NULL;
+}
+
+static void
+pipe_read_ours(void *ctx, bool done, sq_data_t data, int error)
+{
+	struct pipe_run *r = ctx;
+	r->got += sq_data_get_size(data);
+	if (done) {
+		if (error)
+			bench_fail("pipe read: error %d", error);
+		sq_semaphore_signal(r->sq_done);
+	}
+}
+
+static void
+pipe_read_theirs(void *ctx, bool done, dispatch_data_t data, int error)
+{
+	struct pipe_run *r = ctx;
+	if (data)
+		r->got += dispatch_data_get_size(data);
+	if (done) {
+		if (error)
+			bench_fail("pipe read: error %d", error);
+		dispatch_semaphore_signal(r->d_done);
+	}
+}
+
+static void
+close_fd_cleanup(void *ctx, int error)
+{
+	close((int)(intptr_t)ctx);
+}
+
+static void
+pipe_ours(size_t ops)
+{
+	int fds[2];
+	if (pipe(fds) != 0)
+		bench_fail("pipe");
+	struct pipe_run r = { fds[1], ops * MIB, 0, sq_semaphore_create(0),
+			NULL };
+	sq_io_t ch = sq_io_create_f(SQ_IO_STREAM, fds[0], NULL,
+			(void *)(intptr_t)fds[0], close_fd_cleanup);
+	sq_io_set_low_water(ch, 1);
+	sq_queue_t q = sq_queue_create("bench.io.pipe", NULL);
+	pthread_t t;
+	pthread_create(&t, NULL, pipe_writer, &r);
+	sq_io_read_f(ch, 0, SIZE_MAX, q, &r, pipe_read_ours);
+	sq_semaphore_wait(r.sq_done, SQ_TIME_FOREVER);
+	bench_timer_stop();
+	pthread_join(t, NULL);
+	if (r.got != r.bytes)
+		bench_fail("pipe: got %zu of %zu bytes", r.got, r.bytes);
+	sq_release(ch);
+	sq_release(q);
+	sq_release(r.sq_done);
+}
+
+static void
+pipe_theirs(size_t ops)
+{
+	int fds[2];
+	if (pipe(fds) != 0)
+		bench_fail("pipe");
+	struct pipe_run r = { fds[1], ops * MIB, 0, NULL,
+			dispatch_semaphore_create(0) };
+	dispatch_io_t ch = dispatch_io_create_f(DISPATCH_IO_STREAM, fds[0],
+			dispatch_get_global_queue(0, 0),
+			(void *)(intptr_t)fds[0], close_fd_cleanup);
+	dispatch_io_set_low_water(ch, 1);
+	dispatch_queue_t q = dispatch_queue_create("bench.io.pipe", NULL);
+	pthread_t t;
+	pthread_create(&t, NULL, pipe_writer, &r);
+	dispatch_io_read_f(ch, 0, SIZE_MAX, q, &r, pipe_read_theirs);
+	dispatch_semaphore_wait(r.d_done, DISPATCH_TIME_FOREVER);
+	bench_timer_stop();
+	pthread_join(t, NULL);
+	if (r.got != r.bytes)
+		bench_fail("pipe: got %zu of %zu bytes", r.got, r.bytes);
+	dispatch_io_close(ch, 0);
+	dispatch_release(ch);
+	dispatch_release(q);
+	dispatch_release(r.d_done);
+}
+
+/* ---- file through a random-access channel ------------------------------------ */
+
+#define FILE_MIB 64u
+
+static char file_path[256];
+
+static void
+file_setup(void)
+{
+	const char *dir = getenv("TMPDIR");
+	snprintf(file_path, sizeof(file_path), "%s/sq-bench-io-%d",
+			dir ? dir : "/tmp", (int)getpid());
+	int fd = open(file_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		bench_fail("open %s", file_path);
+	char *buf = malloc(MIB);
+	for (size_t i = 0; i < MIB; i++)
+		buf[i] = (char)i;
+	for (unsigned i = 0; i < FILE_MIB; i++)
+		if (write(fd, buf, MIB) != (ssize_t)MIB)
+			bench_fail("write %s", file_path);
+	free(buf);
+	close(fd);
+}
+
+static void
+file_teardown(void)
+{
+	unlink(file_path);
+}
+
+/* One run reads the whole file `ops / FILE_MIB` times (ops in MiB). */
+static void
+file_ours(size_t ops)
+{
+	sq_queue_t q = sq_queue_create("bench.io.file", NULL);
+	for (size_t done = 0; done < ops; done += FILE_MIB) {
+		int fd = open(file_path, O_RDONLY);
+		struct pipe_run r = { -1, FILE_MIB * MIB, 0,
+				sq_semaphore_create(0), NULL };
+		sq_io_t ch = sq_io_create_f(SQ_IO_RANDOM, fd, NULL,
+				(void *)(intptr_t)fd, close_fd_cleanup);
+		sq_io_read_f(ch, 0, SIZE_MAX, q, &r, pipe_read_ours);
+		sq_semaphore_wait(r.sq_done, SQ_TIME_FOREVER);
+		if (r.got != r.bytes)
+			bench_fail("file: got %zu of %zu bytes", r.got,
+					r.bytes);
+		sq_release(ch);
+		sq_release(r.sq_done);
+	}
+	sq_release(q);
+}
+
+static void
+file_theirs(size_t ops)
+{
+	dispatch_queue_t q = dispatch_queue_create("bench.io.file", NULL);
+	for (size_t done = 0; done < ops; done += FILE_MIB) {
+		int fd = open(file_path, O_RDONLY);
+		struct pipe_run r = { -1, FILE_MIB * MIB, 0, NULL,
+				dispatch_semaphore_create(0) };
+		dispatch_io_t ch = dispatch_io_create_f(DISPATCH_IO_RANDOM, fd,
+				dispatch_get_global_queue(0, 0),
+				(void *)(intptr_t)fd, close_fd_cleanup);
+		dispatch_io_read_f(ch, 0, SIZE_MAX, q, &r, pipe_read_theirs);
+		dispatch_semaphore_wait(r.d_done, DISPATCH_TIME_FOREVER);
+		if (r.got != r.bytes)
+			bench_fail("file: got %zu of %zu bytes", r.got,
+					r.bytes);
+		dispatch_io_close(ch, 0);
+		dispatch_release(ch);
+		dispatch_release(r.d_done);
+	}
+	dispatch_release(q);
+}
+
+/* ---- loopback TCP echo: request / response ----------------------------------- */
+
+#define ECHO_SIZE 64
+
+static void
+tcp_pair(int *client, int *server)
+{
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t alen = sizeof(a);
+	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+			listen(lfd, 4) != 0 ||
+			getsockname(lfd, (struct sockaddr *)&a, &alen) != 0)
+		bench_fail("tcp listen");
+	*client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (connect(*client, (struct sockaddr *)&a, sizeof(a)) != 0)
+		bench_fail("tcp connect");
+	*server = accept(lfd, NULL, NULL);
+	if (*server < 0)
+		bench_fail("tcp accept");
+	int one = 1;
+	setsockopt(*client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(*server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	close(lfd);
+}
+
+static const char echo_payload[ECHO_SIZE] = "0123456789abcdef";
+
+/* Ours. */
+static struct {
+	sq_io_t client, server;
+	sq_queue_t cq, sq;
+	sq_data_t payload;
+	size_t left;
+	sq_semaphore_t done;
+} eo;
+
+static void eo_read(void *ctx, bool done, sq_data_t data, int error);
+
+static void
+eo_written(void *ctx, bool done, sq_data_t data, int error)
+{
+	if (error)
+		bench_fail("echo write: error %d", error);
+}
+
+static void
+eo_request(void)
+{
+	sq_io_write_f(eo.client, 0, eo.payload, eo.cq, NULL, eo_written);
+	sq_io_read_f(eo.client, 0, ECHO_SIZE, eo.cq, NULL, eo_read);
+}
+
+static void
+eo_read(void *ctx, bool done, sq_data_t data, int error)
+{
+	if (!done)
+		return;
+	if (error)
+		bench_fail("echo read: error %d", error);
+	if (--eo.left == 0)
+		sq_semaphore_signal(eo.done);
+	else
+		eo_request();
+}
+
+static void
+eo_server_read(void *ctx, bool done, sq_data_t data, int error)
+{
+	if (sq_data_get_size(data) > 0)
+		sq_io_write_f(eo.server, 0, data, eo.sq, NULL, eo_written);
+}
+
+static void
+echo_setup_ours(void)
+{
+	int c, s;
+	tcp_pair(&c, &s);
+	eo.cq = sq_queue_create("bench.io.echo.client", NULL);
+	eo.sq = sq_queue_create("bench.io.echo.server", NULL);
+	eo.client = sq_io_create_f(SQ_IO_STREAM, c, NULL, (void *)(intptr_t)c,
+			close_fd_cleanup);
+	eo.server = sq_io_create_f(SQ_IO_STREAM, s, NULL, (void *)(intptr_t)s,
+			close_fd_cleanup);
+	sq_io_set_low_water(eo.server, 1);
+	sq_io_read_f(eo.server, 0, SIZE_MAX, eo.sq, NULL, eo_server_read);
+	eo.payload = sq_data_create(echo_payload, ECHO_SIZE, NULL, NULL);
+	eo.done = sq_semaphore_create(0);
+}
+
+static void
+echo_ours(size_t ops)
+{
+	eo.left = ops;
+	eo_request();
+	sq_semaphore_wait(eo.done, SQ_TIME_FOREVER);
+}
+
+/* Theirs. */
+static struct {
+	dispatch_io_t client, server;
+	dispatch_queue_t cq, sq;
+	dispatch_data_t payload;
+	size_t left;
+	dispatch_semaphore_t done;
+} et;
+
+static void et_read(void *ctx, bool done, dispatch_data_t data, int error);
+
+static void
+et_written(void *ctx, bool done, dispatch_data_t data, int error)
+{
+	if (error)
+		bench_fail("echo write: error %d", error);
+}
+
+static void
+et_request(void)
+{
+	dispatch_io_write_f(et.client, 0, et.payload, et.cq, NULL, et_written);
+	dispatch_io_read_f(et.client, 0, ECHO_SIZE, et.cq, NULL, et_read);
+}
+
+static void
+et_read(void *ctx, bool done, dispatch_data_t data, int error)
+{
+	if (!done)
+		return;
+	if (error)
+		bench_fail("echo read: error %d", error);
+	if (--et.left == 0)
+		dispatch_semaphore_signal(et.done);
+	else
+		et_request();
+}
+
+static void
+et_server_read(void *ctx, bool done, dispatch_data_t data, int error)
+{
+	if (data && dispatch_data_get_size(data) > 0)
+		dispatch_io_write_f(et.server, 0, data, et.sq, NULL,
+				et_written);
+}
+
+static void
+echo_setup_theirs(void)
+{
+	int c, s;
+	tcp_pair(&c, &s);
+	et.cq = dispatch_queue_create("bench.io.echo.client", NULL);
+	et.sq = dispatch_queue_create("bench.io.echo.server", NULL);
+	dispatch_queue_t g = dispatch_get_global_queue(0, 0);
+	et.client = dispatch_io_create_f(DISPATCH_IO_STREAM, c, g,
+			(void *)(intptr_t)c, close_fd_cleanup);
+	et.server = dispatch_io_create_f(DISPATCH_IO_STREAM, s, g,
+			(void *)(intptr_t)s, close_fd_cleanup);
+	dispatch_io_set_low_water(et.server, 1);
+	dispatch_io_read_f(et.server, 0, SIZE_MAX, et.sq, NULL,
+			et_server_read);
+	et.payload = dispatch_data_create_f(echo_payload, ECHO_SIZE, NULL,
+			NULL);
+	et.done = dispatch_semaphore_create(0);
+}
+
+static void
+echo_theirs(size_t ops)
+{
+	et.left = ops;
+	et_request();
+	dispatch_semaphore_wait(et.done, DISPATCH_TIME_FOREVER);
+}
+
+static void
+echo_setup(void)
+{
+	echo_setup_ours();
+	echo_setup_theirs();
+}
+
+static void
+echo_teardown(void)
+{
+	sq_io_close(eo.client, SQ_IO_STOP);
+	sq_io_close(eo.server, SQ_IO_STOP);
+	sq_release(eo.client);
+	sq_release(eo.server);
+	sq_release(eo.payload);
+	sq_release(eo.done);
+	sq_release(eo.cq);
+	sq_release(eo.sq);
+	dispatch_io_close(et.client, DISPATCH_IO_STOP);
+	dispatch_io_close(et.server, DISPATCH_IO_STOP);
+	dispatch_release(et.client);
+	dispatch_release(et.server);
+	dispatch_release(et.payload);
+	dispatch_release(et.done);
+	dispatch_release(et.cq);
+	dispatch_release(et.sq);
+}
+
+/* ns/op: per MiB for the pipe and the file, per request for the echo. */
+const bench_scenario_t bench_io[] = {
+	{ "io pipe stream (ns/MiB)", 64,
+	  pipe_ours, pipe_theirs,
+	  "libdispatch", 1.0, NULL, NULL },
+	{ "io file random read (ns/MiB)", 4 * FILE_MIB,
+	  file_ours, file_theirs,
+	  "libdispatch", 1.0, file_setup, file_teardown },
+	{ "io tcp echo 64 B (ns/request)", 5000,
+	  echo_ours, echo_theirs,
+	  "libdispatch", 1.0, echo_setup, echo_teardown },
+	{ NULL, 0, NULL, NULL, NULL, 0, NULL, NULL }
+};

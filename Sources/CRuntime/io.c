@@ -1,0 +1,1284 @@
+/*
+ * SwiftQueues — I/O channels.
+ *
+ * Every channel has its own serial queue, `q`: all of its state below the
+ * "q only" line is touched only by work running there (operations posted by
+ * the program, source handlers, the interval timer, results coming back from
+ * the I/O threads), so it needs no lock.
+ *
+ * Streams (pipes, sockets, ttys) use one READ and one WRITE source, created
+ * on first need and suspended while their direction has nothing to do.
+ * A read source reports end of file by delivering once and not re-arming,
+ * so once it exists only its handler reads: a direct read could drain the
+ * descriptor between an event and its handler, which would then look like
+ * end of file and never be re-armed. Writes have no such trap and are
+ * tried at once.
+ *
+ * Regular files (random-access channels, and stream channels that turn out
+ * to be files) go to the I/O threads: a small fixed set (SQ_IO_THREADS,
+ * default 4), started on first use, doing one pread / pwrite chunk per job
+ * and posting the result back to the channel's queue.
+ *
+ * Operations are started in the order they were issued; a barrier waits for
+ * every operation before it and holds back those after it. Each operation
+ * delivers on a serial queue (the program's, or one made to target it), so
+ * the calls of one operation never overlap and arrive in order.
+ */
+#include "queue_internal.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+#define SQ_IO_READ_CHUNK (64u * 1024)         /* stream read() size */
+#define SQ_IO_FILE_CHUNK (1024u * 1024)       /* pread / pwrite size */
+#define SQ_IO_STREAM_BUDGET 16                /* syscalls per handler run */
+#define SQ_IO_IOV 64
+
+enum sq_io_op_kind { SQ_IO_OP_READ, SQ_IO_OP_WRITE, SQ_IO_OP_BARRIER };
+
+struct sq_io_op_s {
+	struct sq_io_op_s *next;  /* wait list, or the stream direction list */
+	struct sq_io_op_s *pnext; /* the I/O threads' job list */
+	struct sq_io_op_s *anext; /* active list */
+	struct sq_io_op_s *aprev;
+	struct sq_io_s *ch;
+	enum sq_io_op_kind kind;
+	off_t offset;             /* random access: where the next chunk goes */
+	size_t length;            /* reads: bytes still wanted (SIZE_MAX: all) */
+	sq_data_t pending;        /* reads: not yet delivered; writes: unwritten */
+	sq_queue_t dq;            /* delivery queue (serial), retained */
+	void *ctx;
+	sq_io_handler_function_t handler;
+	sq_function_t barrier;
+	bool inflight;            /* a chunk is on the I/O threads */
+	bool stop;                /* cancelled while in flight */
+	/* The result of the chunk an I/O thread ran. */
+	void *chunk_buf;
+	ssize_t chunk_n;
+	int chunk_errno;
+};
+
+struct sq_io_s {
+	struct sq_object_s obj;
+	sq_io_type_t type;
+	sq_queue_t q;
+	sq_queue_t cleanup_q;
+	void *cleanup_ctx;
+	sq_io_cleanup_function_t cleanup;
+	char *path;
+	int oflag;
+	mode_t mode;
+	int fd_pub;               /* for sq_io_get_descriptor; atomic */
+	/* Parameters: set from any thread, read on q; relaxed atomics (a
+	 * setting takes effect from some later delivery on). */
+	size_t low;
+	size_t high;
+	uint64_t interval;
+	unsigned long interval_flags;
+	/* ---- q only ---- */
+	int fd;
+	bool setup_done;
+	bool own_fd;              /* opened from the path: ours to close */
+	bool is_file;             /* regular file: the I/O threads */
+	bool is_sock;
+	bool can_read, can_write;
+	int orig_flags;
+	bool flags_changed;
+	off_t base;
+	int err;                  /* the channel's error (setup, EBADF) */
+	bool closed;              /* later operations fail (ECANCELED) */
+	bool stopped;             /* SQ_IO_STOP: waiting ones fail too */
+	bool cleaning;            /* sources being let go */
+	bool cleaned;             /* cleanup handler scheduled */
+	bool rd_eof;              /* a stream read saw end of file */
+	struct sq_io_op_s *wait_head, *wait_tail;
+	struct sq_io_op_s *active; /* started, not finished */
+	size_t nactive;
+	struct sq_io_op_s *rd_head, *rd_tail; /* stream reads, in order */
+	struct sq_io_op_s *wr_head, *wr_tail; /* stream writes */
+	struct sq_io_op_s *file_head, *file_tail; /* stream ops on a file */
+	sq_source_t rs, ws, timer;
+	bool rs_on, ws_on;
+	int sources_live;         /* sources whose cancel handler is owed */
+	uint64_t timer_interval;  /* what `timer` was armed with */
+};
+
+static void _sq_io_pump(struct sq_io_s *ch);
+static void _sq_io_stream_read(struct sq_io_s *ch);
+static void _sq_io_stream_write(struct sq_io_s *ch);
+static void _sq_io_file_submit(struct sq_io_op_s *op);
+static void _sq_io_maybe_cleanup(struct sq_io_s *ch);
+
+/* ---- The channel object ------------------------------------------------ */
+
+static void
+_sq_io_dispose(struct sq_object_s *o)
+{
+	struct sq_io_s *ch = (struct sq_io_s *)o;
+	sq_release(ch->q);
+	if (ch->cleanup_q)
+		sq_release(ch->cleanup_q);
+	free(ch->path);
+	_sq_object_free(o);
+}
+
+static void
+_sq_io_close_on_q(void *ctx);
+
+/* The program let go: close (without STOP), as libdispatch does. */
+static void
+_sq_io_last_external_release(struct sq_object_s *o)
+{
+	struct sq_io_s *ch = (struct sq_io_s *)o;
+	_sq_retain_internal(ch); /* released by _sq_io_close_on_q */
+	sq_async_f(ch->q, ch, _sq_io_close_on_q);
+}
+
+static const struct sq_vtable_s _sq_io_vtable = {
+	.kind = "I/O channel",
+	.dispose = _sq_io_dispose,
+	.last_external_release = _sq_io_last_external_release,
+};
+
+static struct sq_io_s *
+_sq_io_alloc(sq_io_type_t type, sq_queue_t queue, void *ctx,
+		sq_io_cleanup_function_t cleanup)
+{
+	if (type != SQ_IO_STREAM && type != SQ_IO_RANDOM) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct sq_io_s *ch = _sq_object_alloc(&_sq_io_vtable, sizeof(*ch));
+	ch->type = type;
+	ch->q = sq_queue_create("com.swiftqueues.io", NULL);
+	if (queue == NULL)
+		queue = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	sq_retain(queue);
+	ch->cleanup_q = queue;
+	ch->cleanup_ctx = ctx;
+	ch->cleanup = cleanup;
+	ch->low = 1;
+	ch->high = SIZE_MAX;
+	ch->fd = -1;
+	ch->fd_pub = -1;
+	return ch;
+}
+
+sq_io_t
+sq_io_create_f(sq_io_type_t type, sq_fd_t fd, sq_queue_t queue, void *ctx,
+		sq_io_cleanup_function_t cleanup)
+{
+	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup);
+	if (ch == NULL)
+		return NULL;
+	ch->fd = fd;
+	__atomic_store_n(&ch->fd_pub, fd, __ATOMIC_RELAXED); /* no data */
+	return ch;
+}
+
+sq_io_t
+sq_io_create_with_path_f(sq_io_type_t type, const char *path, int oflag,
+		mode_t mode, sq_queue_t queue, void *ctx,
+		sq_io_cleanup_function_t cleanup)
+{
+	if (path == NULL || path[0] != '/') {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup);
+	if (ch == NULL)
+		return NULL;
+	ch->path = strdup(path);
+	if (ch->path == NULL)
+		_sq_client_crash("sq_io_create_with_path", "out of memory");
+	ch->oflag = oflag;
+	ch->mode = mode;
+	return ch;
+}
+
+sq_fd_t
+sq_io_get_descriptor(sq_io_t ch)
+{
+	_sq_object_validate("sq_io_get_descriptor", ch);
+	return __atomic_load_n(&ch->fd_pub, __ATOMIC_RELAXED); /* a value */
+}
+
+void
+sq_io_set_high_water(sq_io_t ch, size_t high)
+{
+	_sq_object_validate("sq_io_set_high_water", ch);
+	if (high == 0)
+		high = 1;
+	__atomic_store_n(&ch->high, high, __ATOMIC_RELAXED); /* a setting */
+}
+
+void
+sq_io_set_low_water(sq_io_t ch, size_t low)
+{
+	_sq_object_validate("sq_io_set_low_water", ch);
+	if (low == 0)
+		low = 1;
+	__atomic_store_n(&ch->low, low, __ATOMIC_RELAXED); /* a setting */
+}
+
+static void _sq_io_update_timer(void *ctx);
+
+void
+sq_io_set_interval(sq_io_t ch, uint64_t interval, sq_io_interval_flags_t flags)
+{
+	_sq_object_validate("sq_io_set_interval", ch);
+	/* Relaxed: the timer is (re)armed by work posted to q below, and the
+	 * post orders these stores before it. */
+	__atomic_store_n(&ch->interval_flags, flags, __ATOMIC_RELAXED);
+	__atomic_store_n(&ch->interval, interval, __ATOMIC_RELAXED);
+	_sq_retain_internal(ch);
+	sq_async_f(ch->q, ch, _sq_io_update_timer);
+}
+
+/* ---- Setup (q) --------------------------------------------------------- */
+
+/* Opens a path channel's file and learns what the descriptor is. Returns
+ * false (with ch->err set) when the channel cannot do I/O. */
+static bool
+_sq_io_setup(struct sq_io_s *ch)
+{
+	if (ch->setup_done)
+		return ch->err == 0;
+	ch->setup_done = true;
+	if (ch->err == 0 && ch->path != NULL) {
+		int fd = open(ch->path, ch->oflag | O_CLOEXEC, ch->mode);
+		if (fd < 0) {
+			ch->err = errno;
+			return false;
+		}
+		ch->fd = fd;
+		ch->own_fd = true;
+		__atomic_store_n(&ch->fd_pub, fd, __ATOMIC_RELAXED); /* value */
+	}
+	struct stat st;
+	int fl = fcntl(ch->fd, F_GETFL);
+	if (ch->fd < 0 || fl < 0 || fstat(ch->fd, &st) != 0) {
+		ch->err = EBADF;
+		return false;
+	}
+	ch->orig_flags = fl;
+	ch->can_read = (fl & O_ACCMODE) != O_WRONLY;
+	ch->can_write = (fl & O_ACCMODE) != O_RDONLY;
+	ch->is_file = S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
+	ch->is_sock = S_ISSOCK(st.st_mode);
+	if (ch->type == SQ_IO_RANDOM) {
+		if (!ch->is_file) {
+			ch->err = ESPIPE;
+			return false;
+		}
+		off_t pos = lseek(ch->fd, 0, SEEK_CUR);
+		ch->base = pos > 0 ? pos : 0;
+	} else if (!ch->is_file && !(fl & O_NONBLOCK)) {
+		if (fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) == 0)
+			ch->flags_changed = true;
+	}
+	return true;
+}
+
+/* ---- Delivery ---------------------------------------------------------- */
+
+struct sq_io_delivery_s {
+	sq_io_handler_function_t handler;
+	void *ctx;
+	sq_data_t data;
+	int error;
+	bool done;
+};
+
+static void
+_sq_io_deliver_run(void *ctx)
+{
+	struct sq_io_delivery_s *d = ctx;
+	d->handler(d->ctx, d->done, d->data, d->error);
+	if (d->data)
+		sq_release(d->data);
+	free(d);
+}
+
+/* Queues one handler call; takes over the reference on `data`. */
+static void
+_sq_io_deliver(struct sq_io_op_s *op, bool done, sq_data_t data, int error)
+{
+	struct sq_io_delivery_s *d = malloc(sizeof(*d));
+	if (d == NULL)
+		_sq_client_crash("sq_io", "out of memory");
+	d->handler = op->handler;
+	d->ctx = op->ctx;
+	d->data = data;
+	d->error = error;
+	d->done = done;
+	sq_async_f(op->dq, d, _sq_io_deliver_run);
+}
+
+/* Delivers what a read has gathered, as the water marks allow. */
+static void
+_sq_io_read_progress(struct sq_io_op_s *op, bool tick)
+{
+	struct sq_io_s *ch = op->ch;
+	size_t high = __atomic_load_n(&ch->high, __ATOMIC_RELAXED);
+	size_t low = __atomic_load_n(&ch->low, __ATOMIC_RELAXED);
+	bool interval = __atomic_load_n(&ch->interval, __ATOMIC_RELAXED) != 0;
+	bool strict = __atomic_load_n(&ch->interval_flags, __ATOMIC_RELAXED) &
+			SQ_IO_STRICT_INTERVAL;
+	size_t size = sq_data_get_size(op->pending);
+	while (size >= high) {
+		_sq_io_deliver(op, false, sq_data_create_subrange(op->pending,
+				0, high), 0);
+		sq_data_t rest = sq_data_create_subrange(op->pending, high,
+				SIZE_MAX);
+		sq_release(op->pending);
+		op->pending = rest;
+		size -= high;
+	}
+	if (size == 0)
+		return;
+	bool go;
+	if (interval)
+		go = tick && (size >= low || strict);
+	else
+		go = size >= low;
+	if (go) {
+		_sq_io_deliver(op, false, op->pending, 0);
+		op->pending = sq_data_empty;
+	}
+}
+
+static void
+_sq_io_active_remove(struct sq_io_op_s *op)
+{
+	struct sq_io_s *ch = op->ch;
+	if (op->aprev)
+		op->aprev->anext = op->anext;
+	else
+		ch->active = op->anext;
+	if (op->anext)
+		op->anext->aprev = op->aprev;
+	ch->nactive--;
+}
+
+static void
+_sq_io_op_free(struct sq_io_op_s *op)
+{
+	struct sq_io_s *ch = op->ch;
+	if (op->pending)
+		sq_release(op->pending);
+	sq_release(op->dq);
+	free(op);
+	_sq_release_internal(ch);
+}
+
+/* Ends an operation that was never started (closed channel, setup
+ * failure) or that was: one last call with done = true. */
+static void
+_sq_io_op_finish(struct sq_io_op_s *op, int error, bool started)
+{
+	struct sq_io_s *ch = op->ch;
+	if (op->kind == SQ_IO_OP_READ) {
+		/* Deliver full high-water pieces first, then the rest. */
+		size_t high = __atomic_load_n(&ch->high, __ATOMIC_RELAXED);
+		while (sq_data_get_size(op->pending) > high) {
+			_sq_io_deliver(op, false, sq_data_create_subrange(
+					op->pending, 0, high), 0);
+			sq_data_t rest = sq_data_create_subrange(op->pending,
+					high, SIZE_MAX);
+			sq_release(op->pending);
+			op->pending = rest;
+		}
+		_sq_io_deliver(op, true, op->pending, error);
+	} else {
+		sq_data_t left = op->pending;
+		if (sq_data_get_size(left) == 0) {
+			sq_release(left);
+			left = NULL;
+		}
+		_sq_io_deliver(op, true, left, error);
+	}
+	op->pending = NULL;
+	if (started)
+		_sq_io_active_remove(op);
+	_sq_io_op_free(op);
+}
+
+/* ---- Stream sources (q) ------------------------------------------------ */
+
+static void
+_sq_io_source_cancelled(void *ctx)
+{
+	struct sq_io_s *ch = ctx;
+	ch->sources_live--;
+	_sq_io_maybe_cleanup(ch);
+	_sq_release_internal(ch);
+}
+
+static sq_source_t
+_sq_io_source(struct sq_io_s *ch, sq_source_type_t type, sq_function_t fn)
+{
+	sq_source_t s = sq_source_create(type, (uintptr_t)ch->fd, 0, ch->q);
+	if (s == NULL)
+		return NULL;
+	sq_set_context(s, ch);
+	sq_source_set_event_handler_f(s, fn);
+	sq_source_set_cancel_handler_f(s, _sq_io_source_cancelled);
+	_sq_retain_internal(ch); /* released by the cancel handler */
+	ch->sources_live++;
+	return s;
+}
+
+static void
+_sq_io_source_drop(struct sq_io_s *ch, sq_source_t *sp, bool *on)
+{
+	sq_source_t s = *sp;
+	if (s == NULL)
+		return;
+	sq_source_cancel(s);
+	if (!*on)
+		sq_resume(s); /* a suspended source cancels on resume */
+	sq_release(s);
+	*sp = NULL;
+	*on = false;
+}
+
+static void
+_sq_io_source_set(sq_source_t s, bool *on, bool want)
+{
+	if (want == *on)
+		return;
+	*on = want;
+	if (want)
+		sq_resume(s);
+	else
+		sq_suspend(s);
+}
+
+static void
+_sq_io_rs_event(void *ctx)
+{
+	struct sq_io_s *ch = ctx;
+	if (ch->rs == NULL || ch->cleaning)
+		return;
+	_sq_io_stream_read(ch);
+}
+
+static void
+_sq_io_ws_event(void *ctx)
+{
+	struct sq_io_s *ch = ctx;
+	if (ch->ws == NULL || ch->cleaning)
+		return;
+	_sq_io_stream_write(ch);
+}
+
+/* ---- Stream reads (q) --------------------------------------------------- */
+
+static void
+_sq_io_stream_read_done(struct sq_io_s *ch, int error)
+{
+	struct sq_io_op_s *op = ch->rd_head;
+	ch->rd_head = op->next;
+	if (ch->rd_head == NULL)
+		ch->rd_tail = NULL;
+	_sq_io_op_finish(op, error, true);
+}
+
+static void
+_sq_io_stream_read(struct sq_io_s *ch)
+{
+	bool wait = false;
+	int budget = SQ_IO_STREAM_BUDGET;
+	struct sq_io_op_s *op;
+	while ((op = ch->rd_head) != NULL) {
+		if (ch->rd_eof && ch->rs != NULL) {
+			/* The read source will not fire again: end of file for
+			 * every later read too (pipes and sockets stay there). */
+			_sq_io_stream_read_done(ch, 0);
+			continue;
+		}
+		if (budget-- == 0)
+			break; /* level-triggered: the source fires again */
+		size_t want = op->length < SQ_IO_READ_CHUNK ? op->length
+				: SQ_IO_READ_CHUNK;
+		char *buf = malloc(want);
+		if (buf == NULL)
+			_sq_client_crash("sq_io_read", "out of memory");
+		ssize_t n = read(ch->fd, buf, want);
+		if (n > 0) {
+			if ((size_t)n < want / 4 && n < 4096) {
+				/* Small: keep only what came. */
+				char *small = realloc(buf, (size_t)n);
+				if (small)
+					buf = small;
+			}
+			sq_data_t d = sq_data_create(buf, (size_t)n, NULL,
+					SQ_DATA_DESTRUCTOR_FREE);
+			sq_data_t all = sq_data_create_concat(op->pending, d);
+			sq_release(d);
+			sq_release(op->pending);
+			op->pending = all;
+			if (op->length != SIZE_MAX)
+				op->length -= (size_t)n;
+			if (op->length == 0)
+				_sq_io_stream_read_done(ch, 0);
+			else
+				_sq_io_read_progress(op, false);
+			continue;
+		}
+		int e = n == 0 ? 0 : errno;
+		free(buf);
+		if (n == 0) {
+			ch->rd_eof = true;
+			_sq_io_stream_read_done(ch, 0);
+			continue;
+		}
+		if (e == EINTR)
+			continue;
+		if (e == EAGAIN || e == EWOULDBLOCK) {
+			if (ch->rs != NULL && ch->rs_on &&
+					sq_source_get_data(ch->rs) == 0) {
+				/* The source took this for end of file and
+				 * will not re-arm: make a fresh one. */
+				_sq_io_source_drop(ch, &ch->rs, &ch->rs_on);
+			}
+			wait = true;
+			break;
+		}
+		if (e == EBADF && ch->err == 0)
+			ch->err = e;
+		_sq_io_stream_read_done(ch, e);
+	}
+	if (ch->rd_head != NULL && !wait && budget < 0 && ch->rs == NULL)
+		wait = true; /* first pass, data left: let the source see it */
+	if (wait && ch->rs == NULL) {
+		ch->rs = _sq_io_source(ch, SQ_SOURCE_TYPE_READ, _sq_io_rs_event);
+		if (ch->rs == NULL) {
+			int e = errno;
+			while (ch->rd_head)
+				_sq_io_stream_read_done(ch, e);
+		} else {
+			ch->rs_on = true;
+			sq_activate(ch->rs);
+		}
+	} else if (ch->rs != NULL) {
+		_sq_io_source_set(ch->rs, &ch->rs_on, ch->rd_head != NULL);
+	}
+	_sq_io_pump(ch);
+}
+
+/* ---- Stream writes (q) ------------------------------------------------- */
+
+struct sq_iov_s {
+	struct iovec iov[SQ_IO_IOV];
+	int count;
+	size_t bytes;
+};
+
+static bool
+_sq_io_collect(void *ctx, sq_data_t region, size_t offset, const void *buf,
+		size_t size)
+{
+	struct sq_iov_s *v = ctx;
+	v->iov[v->count].iov_base = (void *)buf;
+	v->iov[v->count].iov_len = size;
+	v->count++;
+	v->bytes += size;
+	return v->count < SQ_IO_IOV && v->bytes < SQ_IO_FILE_CHUNK;
+}
+
+/* writev that reports EPIPE instead of raising SIGPIPE. */
+static ssize_t
+_sq_io_writev(struct sq_io_s *ch, struct iovec *iov, int count)
+{
+	if (ch->is_sock) {
+		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)count };
+		ssize_t n = sendmsg(ch->fd, &m, MSG_NOSIGNAL);
+		if (n >= 0 || errno != ENOTSOCK)
+			return n;
+	}
+	sigset_t pipe_set, old;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	ssize_t n = writev(ch->fd, iov, count);
+	int e = errno;
+	if (n < 0 && e == EPIPE) {
+		/* Take the SIGPIPE this raised (unless one was already
+		 * pending before we blocked it: then leave it). */
+		sigset_t pend;
+		sigpending(&pend);
+		if (sigismember(&pend, SIGPIPE) && !sigismember(&old, SIGPIPE)) {
+			struct timespec zero = { 0, 0 };
+			sigtimedwait(&pipe_set, NULL, &zero);
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = e;
+	return n;
+}
+
+static void
+_sq_io_stream_write_done(struct sq_io_s *ch, int error)
+{
+	struct sq_io_op_s *op = ch->wr_head;
+	ch->wr_head = op->next;
+	if (ch->wr_head == NULL)
+		ch->wr_tail = NULL;
+	_sq_io_op_finish(op, error, true);
+}
+
+static void
+_sq_io_stream_write(struct sq_io_s *ch)
+{
+	bool wait = false;
+	int budget = SQ_IO_STREAM_BUDGET;
+	struct sq_io_op_s *op;
+	while ((op = ch->wr_head) != NULL) {
+		if (sq_data_get_size(op->pending) == 0) {
+			_sq_io_stream_write_done(ch, 0);
+			continue;
+		}
+		if (budget-- == 0) {
+			wait = true; /* the write source fires while writable */
+			break;
+		}
+		struct sq_iov_s v = { .count = 0 };
+		sq_data_apply_f(op->pending, &v, _sq_io_collect);
+		ssize_t n = _sq_io_writev(ch, v.iov, v.count);
+		if (n >= 0) {
+			sq_data_t rest = sq_data_create_subrange(op->pending,
+					(size_t)n, SIZE_MAX);
+			sq_release(op->pending);
+			op->pending = rest;
+			continue;
+		}
+		int e = errno;
+		if (e == EINTR)
+			continue;
+		if (e == EAGAIN || e == EWOULDBLOCK) {
+			wait = true;
+			break;
+		}
+		if (e == EBADF && ch->err == 0)
+			ch->err = e;
+		_sq_io_stream_write_done(ch, e);
+	}
+	if (wait && ch->ws == NULL) {
+		ch->ws = _sq_io_source(ch, SQ_SOURCE_TYPE_WRITE,
+				_sq_io_ws_event);
+		if (ch->ws == NULL) {
+			int e = errno;
+			while (ch->wr_head)
+				_sq_io_stream_write_done(ch, e);
+		} else {
+			ch->ws_on = true;
+			sq_activate(ch->ws);
+		}
+	} else if (ch->ws != NULL) {
+		_sq_io_source_set(ch->ws, &ch->ws_on, ch->wr_head != NULL);
+	}
+	_sq_io_pump(ch);
+}
+
+/* ---- The I/O threads ---------------------------------------------------- */
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct sq_io_op_s *head, *tail;
+	int threads;
+	int idle;
+	int max;
+} _sq_io_pool = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.cond = PTHREAD_COND_INITIALIZER,
+};
+
+static void _sq_io_file_result(void *ctx);
+
+/* One chunk of `op`, on an I/O thread: blocking is fine here. */
+static void
+_sq_io_file_chunk(struct sq_io_op_s *op)
+{
+	struct sq_io_s *ch = op->ch;
+	bool positional = ch->type == SQ_IO_RANDOM;
+	off_t at = ch->base + op->offset;
+	op->chunk_buf = NULL;
+	op->chunk_errno = 0;
+	if (op->kind == SQ_IO_OP_READ) {
+		size_t want = op->length < SQ_IO_FILE_CHUNK ? op->length
+				: SQ_IO_FILE_CHUNK;
+		char *buf = malloc(want);
+		if (buf == NULL)
+			_sq_client_crash("sq_io_read", "out of memory");
+		ssize_t n;
+		do {
+			n = positional ? pread(ch->fd, buf, want, at)
+					: read(ch->fd, buf, want);
+		} while (n < 0 && errno == EINTR);
+		op->chunk_n = n;
+		if (n < 0)
+			op->chunk_errno = errno;
+		if (n <= 0) {
+			free(buf);
+			buf = NULL;
+		}
+		op->chunk_buf = buf;
+	} else {
+		struct sq_iov_s v = { .count = 0 };
+		sq_data_apply_f(op->pending, &v, _sq_io_collect);
+		ssize_t n;
+		do {
+			n = positional ? pwritev(ch->fd, v.iov, v.count, at)
+					: _sq_io_writev(ch, v.iov, v.count);
+		} while (n < 0 && errno == EINTR);
+		op->chunk_n = n;
+		if (n < 0)
+			op->chunk_errno = errno;
+	}
+}
+
+static void *
+_sq_io_thread(void *arg)
+{
+	pthread_setname_np(pthread_self(), "swiftqueues-io");
+	pthread_mutex_lock(&_sq_io_pool.lock);
+	for (;;) {
+		struct sq_io_op_s *op = _sq_io_pool.head;
+		if (op == NULL) {
+			_sq_io_pool.idle++;
+			pthread_cond_wait(&_sq_io_pool.cond, &_sq_io_pool.lock);
+			_sq_io_pool.idle--;
+			continue;
+		}
+		_sq_io_pool.head = op->pnext;
+		if (_sq_io_pool.head == NULL)
+			_sq_io_pool.tail = NULL;
+		pthread_mutex_unlock(&_sq_io_pool.lock);
+		_sq_io_file_chunk(op);
+		/* Hold the channel's queue across the post: once the result
+		 * runs, the channel (and the queue) may go at any moment. */
+		sq_queue_t q = op->ch->q;
+		sq_retain(q);
+		sq_async_f(q, op, _sq_io_file_result);
+		sq_release(q);
+		pthread_mutex_lock(&_sq_io_pool.lock);
+	}
+	return NULL;
+}
+
+static void
+_sq_io_pool_push(struct sq_io_op_s *op)
+{
+	op->pnext = NULL;
+	pthread_mutex_lock(&_sq_io_pool.lock);
+	if (_sq_io_pool.max == 0) {
+		const char *env = getenv("SQ_IO_THREADS");
+		int n = env ? atoi(env) : 4;
+		_sq_io_pool.max = n < 1 ? 1 : n > 64 ? 64 : n;
+	}
+	if (_sq_io_pool.tail)
+		_sq_io_pool.tail->pnext = op;
+	else
+		_sq_io_pool.head = op;
+	_sq_io_pool.tail = op;
+	bool start = _sq_io_pool.idle == 0 &&
+			_sq_io_pool.threads < _sq_io_pool.max;
+	if (start) {
+		pthread_t t;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&attr, 256 * 1024);
+		/* Block every signal in the I/O threads; they inherit it. */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		if (pthread_create(&t, &attr, _sq_io_thread, NULL) == 0)
+			_sq_io_pool.threads++;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_attr_destroy(&attr);
+	}
+	pthread_cond_signal(&_sq_io_pool.cond);
+	pthread_mutex_unlock(&_sq_io_pool.lock);
+}
+
+/* ---- File operations (q) ------------------------------------------------ */
+
+static void
+_sq_io_file_submit(struct sq_io_op_s *op)
+{
+	op->inflight = true;
+	_sq_io_pool_push(op);
+}
+
+/* Removes a finished stream-on-file op from the head of its list. */
+static void
+_sq_io_file_next(struct sq_io_s *ch, struct sq_io_op_s *op)
+{
+	if (ch->type != SQ_IO_STREAM)
+		return;
+	ch->file_head = op->next;
+	if (ch->file_head == NULL)
+		ch->file_tail = NULL;
+	if (ch->file_head)
+		_sq_io_file_submit(ch->file_head);
+}
+
+static void
+_sq_io_file_result(void *ctx)
+{
+	struct sq_io_op_s *op = ctx;
+	struct sq_io_s *ch = op->ch;
+	op->inflight = false;
+	ssize_t n = op->chunk_n;
+	int err = 0;
+	bool done = false;
+	if (op->kind == SQ_IO_OP_READ) {
+		if (n > 0) {
+			sq_data_t d = sq_data_create(op->chunk_buf, (size_t)n,
+					NULL, SQ_DATA_DESTRUCTOR_FREE);
+			sq_data_t all = sq_data_create_concat(op->pending, d);
+			sq_release(d);
+			sq_release(op->pending);
+			op->pending = all;
+			op->offset += n;
+			if (op->length != SIZE_MAX)
+				op->length -= (size_t)n;
+			done = op->length == 0;
+		} else {
+			done = true;
+			err = n < 0 ? op->chunk_errno : 0;
+		}
+	} else {
+		if (n >= 0) {
+			sq_data_t rest = sq_data_create_subrange(op->pending,
+					(size_t)n, SIZE_MAX);
+			sq_release(op->pending);
+			op->pending = rest;
+			op->offset += n;
+			done = sq_data_get_size(rest) == 0;
+			if (n == 0 && !done) {
+				done = true;
+				err = ENOSPC;
+			}
+		} else {
+			done = true;
+			err = op->chunk_errno;
+		}
+	}
+	if (err == EBADF && ch->err == 0)
+		ch->err = err;
+	if (!done && op->stop) {
+		done = true;
+		err = ECANCELED;
+	}
+	if (done) {
+		_sq_io_file_next(ch, op);
+		_sq_io_op_finish(op, err, true);
+		_sq_io_pump(ch);
+		return;
+	}
+	if (op->kind == SQ_IO_OP_READ)
+		_sq_io_read_progress(op, false);
+	_sq_io_file_submit(op);
+}
+
+/* ---- Starting operations (q) ------------------------------------------- */
+
+static void
+_sq_io_start(struct sq_io_op_s *op)
+{
+	struct sq_io_s *ch = op->ch;
+	int err = 0;
+	if (ch->stopped)
+		err = ECANCELED;
+	else if (!_sq_io_setup(ch))
+		err = ch->err;
+	else if (op->kind == SQ_IO_OP_READ && !ch->can_read)
+		err = EBADF;
+	else if (op->kind == SQ_IO_OP_WRITE && !ch->can_write)
+		err = EBADF;
+	if (err != 0) {
+		_sq_io_op_finish(op, err, false);
+		return;
+	}
+	op->aprev = NULL;
+	op->anext = ch->active;
+	if (ch->active)
+		ch->active->aprev = op;
+	ch->active = op;
+	ch->nactive++;
+	op->next = NULL;
+	if (ch->is_file) {
+		if (ch->type == SQ_IO_RANDOM) {
+			_sq_io_file_submit(op);
+		} else {
+			/* Stream ops on a file: one at a time, in order. */
+			if (ch->file_tail) {
+				ch->file_tail->next = op;
+			} else {
+				ch->file_head = op;
+				_sq_io_file_submit(op);
+			}
+			ch->file_tail = op;
+		}
+		return;
+	}
+	if (op->kind == SQ_IO_OP_READ) {
+		bool first = ch->rd_head == NULL;
+		if (ch->rd_tail)
+			ch->rd_tail->next = op;
+		else
+			ch->rd_head = op;
+		ch->rd_tail = op;
+		/* Read directly only while no source exists (see the top);
+		 * after end of file the source never fires again. */
+		if (first && (ch->rs == NULL || ch->rd_eof))
+			_sq_io_stream_read(ch);
+		else if (first)
+			_sq_io_source_set(ch->rs, &ch->rs_on, true);
+	} else {
+		bool first = ch->wr_head == NULL;
+		if (ch->wr_tail)
+			ch->wr_tail->next = op;
+		else
+			ch->wr_head = op;
+		ch->wr_tail = op;
+		if (first)
+			_sq_io_stream_write(ch);
+	}
+}
+
+/* Starts waiting operations until a barrier must wait. */
+static void
+_sq_io_pump(struct sq_io_s *ch)
+{
+	struct sq_io_op_s *op;
+	while ((op = ch->wait_head) != NULL) {
+		if (op->kind == SQ_IO_OP_BARRIER && ch->nactive > 0)
+			break;
+		ch->wait_head = op->next;
+		if (ch->wait_head == NULL)
+			ch->wait_tail = NULL;
+		if (op->kind == SQ_IO_OP_BARRIER) {
+			/* The barrier may want the descriptor: open it. */
+			if (!ch->stopped)
+				(void)_sq_io_setup(ch);
+			op->barrier(op->ctx);
+			free(op);
+			_sq_release_internal(ch);
+			continue;
+		}
+		_sq_io_start(op);
+	}
+	_sq_io_maybe_cleanup(ch);
+}
+
+static void
+_sq_io_enqueue(void *ctx)
+{
+	struct sq_io_op_s *op = ctx;
+	struct sq_io_s *ch = op->ch;
+	op->next = NULL;
+	if (ch->closed && op->kind != SQ_IO_OP_BARRIER) {
+		/* Issued after sq_io_close. */
+		_sq_io_op_finish(op, ECANCELED, false);
+		return;
+	}
+	if (ch->wait_tail)
+		ch->wait_tail->next = op;
+	else
+		ch->wait_head = op;
+	ch->wait_tail = op;
+	if (ch->wait_head == op)
+		_sq_io_pump(ch);
+}
+
+static struct sq_io_op_s *
+_sq_io_op_new(struct sq_io_s *ch, enum sq_io_op_kind kind, sq_queue_t queue,
+		void *ctx)
+{
+	struct sq_io_op_s *op = calloc(1, sizeof(*op));
+	if (op == NULL)
+		_sq_client_crash("sq_io", "out of memory");
+	op->ch = ch;
+	op->kind = kind;
+	op->ctx = ctx;
+	_sq_retain_internal(ch); /* released by _sq_io_op_free */
+	if (kind != SQ_IO_OP_BARRIER) {
+		/* Calls of one operation must not overlap: a serial queue,
+		 * the program's own when it is one. */
+		if (_sq_queue_is_serial(queue)) {
+			sq_retain(queue);
+			op->dq = queue;
+		} else {
+			op->dq = sq_queue_create_with_target(
+					"com.swiftqueues.io.handler", NULL,
+					queue);
+		}
+	}
+	return op;
+}
+
+void
+sq_io_read_f(sq_io_t ch, off_t offset, size_t length, sq_queue_t queue,
+		void *ctx, sq_io_handler_function_t handler)
+{
+	_sq_object_validate("sq_io_read", ch);
+	_sq_object_validate("sq_io_read", queue);
+	_SQ_REQUIRE_FUNCTION("sq_io_read", handler);
+	struct sq_io_op_s *op = _sq_io_op_new(ch, SQ_IO_OP_READ, queue, ctx);
+	op->handler = handler;
+	op->offset = offset;
+	op->length = length;
+	op->pending = sq_data_empty;
+	if (length == 0) {
+		_sq_io_op_finish(op, 0, false);
+		return;
+	}
+	sq_async_f(ch->q, op, _sq_io_enqueue);
+}
+
+void
+sq_io_write_f(sq_io_t ch, off_t offset, sq_data_t data, sq_queue_t queue,
+		void *ctx, sq_io_handler_function_t handler)
+{
+	_sq_object_validate("sq_io_write", ch);
+	_sq_object_validate("sq_io_write", queue);
+	_sq_object_validate("sq_io_write", data);
+	_SQ_REQUIRE_FUNCTION("sq_io_write", handler);
+	struct sq_io_op_s *op = _sq_io_op_new(ch, SQ_IO_OP_WRITE, queue, ctx);
+	op->handler = handler;
+	op->offset = offset;
+	sq_retain(data);
+	op->pending = data;
+	sq_async_f(ch->q, op, _sq_io_enqueue);
+}
+
+void
+sq_io_barrier_f(sq_io_t ch, void *ctx, sq_function_t barrier)
+{
+	_sq_object_validate("sq_io_barrier", ch);
+	_SQ_REQUIRE_FUNCTION("sq_io_barrier", barrier);
+	struct sq_io_op_s *op = _sq_io_op_new(ch, SQ_IO_OP_BARRIER, NULL, ctx);
+	op->barrier = barrier;
+	sq_async_f(ch->q, op, _sq_io_enqueue);
+}
+
+/* ---- Interval timer (q) ------------------------------------------------ */
+
+static void
+_sq_io_tick(void *ctx)
+{
+	struct sq_io_s *ch = ctx;
+	if (ch->cleaning)
+		return;
+	for (struct sq_io_op_s *op = ch->active; op; op = op->anext)
+		if (op->kind == SQ_IO_OP_READ)
+			_sq_io_read_progress(op, true);
+}
+
+static void
+_sq_io_update_timer(void *ctx)
+{
+	struct sq_io_s *ch = ctx;
+	uint64_t interval = __atomic_load_n(&ch->interval, __ATOMIC_RELAXED);
+	if (!ch->cleaning && interval != ch->timer_interval) {
+		ch->timer_interval = interval;
+		if (ch->timer != NULL && interval == 0) {
+			bool on = true;
+			_sq_io_source_drop(ch, &ch->timer, &on);
+		} else if (interval != 0) {
+			if (ch->timer == NULL) {
+				ch->timer = _sq_io_source(ch,
+						SQ_SOURCE_TYPE_TIMER, _sq_io_tick);
+				sq_activate(ch->timer);
+			}
+			sq_source_set_timer(ch->timer,
+					sq_time(SQ_TIME_NOW, (int64_t)interval),
+					interval, interval / 10);
+		}
+	}
+	_sq_release_internal(ch);
+}
+
+/* ---- Close and cleanup (q) --------------------------------------------- */
+
+static void
+_sq_io_cleanup_run(void *ctx)
+{
+	struct sq_io_s *ch = ctx;
+	if (ch->cleanup)
+		ch->cleanup(ch->cleanup_ctx, ch->err);
+	_sq_release_internal(ch);
+}
+
+static void
+_sq_io_maybe_cleanup(struct sq_io_s *ch)
+{
+	if (!ch->closed || ch->nactive > 0 || ch->wait_head != NULL)
+		return;
+	if (!ch->cleaning) {
+		ch->cleaning = true;
+		bool on = true;
+		_sq_io_source_drop(ch, &ch->rs, &ch->rs_on);
+		_sq_io_source_drop(ch, &ch->ws, &ch->ws_on);
+		_sq_io_source_drop(ch, &ch->timer, &on);
+	}
+	if (ch->sources_live > 0 || ch->cleaned)
+		return;
+	ch->cleaned = true;
+	/* Every source has let go of the descriptor: hand it back. */
+	if (ch->flags_changed)
+		fcntl(ch->fd, F_SETFL, ch->orig_flags);
+	if (ch->own_fd)
+		close(ch->fd);
+	__atomic_store_n(&ch->fd_pub, -1, __ATOMIC_RELAXED); /* a value */
+	_sq_retain_internal(ch);
+	sq_async_f(ch->cleanup_q, ch, _sq_io_cleanup_run);
+}
+
+static void
+_sq_io_close_on_q(void *ctx)
+{
+	struct sq_io_s *ch = ctx;
+	ch->closed = true;
+	_sq_io_maybe_cleanup(ch);
+	_sq_release_internal(ch);
+}
+
+static void
+_sq_io_stop_on_q(void *ctx)
+{
+	struct sq_io_s *ch = ctx;
+	ch->closed = true;
+	ch->stopped = true;
+	/* Waiting operations: they will see `stopped` and cancel. */
+	while (ch->rd_head)
+		_sq_io_stream_read_done(ch, ECANCELED);
+	while (ch->wr_head)
+		_sq_io_stream_write_done(ch, ECANCELED);
+	for (struct sq_io_op_s *op = ch->active; op; op = op->anext)
+		op->stop = true; /* on the I/O threads: ends when back */
+	if (ch->type == SQ_IO_STREAM && ch->file_head) {
+		/* Queued behind the one in flight: end them now. */
+		struct sq_io_op_s *op = ch->file_head->next;
+		ch->file_head->next = NULL;
+		ch->file_tail = ch->file_head;
+		while (op) {
+			struct sq_io_op_s *next = op->next;
+			_sq_io_op_finish(op, ECANCELED, true);
+			op = next;
+		}
+	}
+	if (ch->rs)
+		_sq_io_source_set(ch->rs, &ch->rs_on, false);
+	if (ch->ws)
+		_sq_io_source_set(ch->ws, &ch->ws_on, false);
+	_sq_io_pump(ch);
+	_sq_release_internal(ch);
+}
+
+void
+sq_io_close(sq_io_t ch, sq_io_close_flags_t flags)
+{
+	_sq_object_validate("sq_io_close", ch);
+	_sq_retain_internal(ch);
+	sq_async_f(ch->q, ch, (flags & SQ_IO_STOP) ? _sq_io_stop_on_q
+			: _sq_io_close_on_q);
+}
+
+/* ---- sq_read / sq_write ----------------------------------------------- */
+
+struct sq_io_simple_s {
+	sq_io_t ch;
+	void *ctx;
+	sq_read_function_t rfn;
+	sq_write_function_t wfn;
+	sq_data_t data;
+	int error;
+};
+
+static void
+_sq_io_simple_cleanup(void *ctx, int error)
+{
+	struct sq_io_simple_s *s = ctx;
+	/* The descriptor is the caller's again: now tell them. */
+	if (s->rfn)
+		s->rfn(s->ctx, s->data, s->error ? s->error : error);
+	else
+		s->wfn(s->ctx, s->data, s->error ? s->error : error);
+	if (s->data)
+		sq_release(s->data);
+	free(s);
+}
+
+static void
+_sq_io_simple_read(void *ctx, bool done, sq_data_t data, int error)
+{
+	struct sq_io_simple_s *s = ctx;
+	sq_data_t all = sq_data_create_concat(s->data, data);
+	sq_release(s->data);
+	s->data = all;
+	if (done) {
+		s->error = error;
+		sq_release(s->ch); /* closes; the cleanup reports */
+	}
+}
+
+static void
+_sq_io_simple_write(void *ctx, bool done, sq_data_t data, int error)
+{
+	struct sq_io_simple_s *s = ctx;
+	if (done) {
+		s->error = error;
+		if (data)
+			sq_retain(data);
+		s->data = data;
+		sq_release(s->ch);
+	}
+}
+
+static struct sq_io_simple_s *
+_sq_io_simple(sq_fd_t fd, sq_queue_t queue, void *ctx)
+{
+	struct sq_io_simple_s *s = calloc(1, sizeof(*s));
+	if (s == NULL)
+		_sq_client_crash("sq_read", "out of memory");
+	s->ctx = ctx;
+	s->ch = sq_io_create_f(SQ_IO_STREAM, fd, queue, s,
+			_sq_io_simple_cleanup);
+	return s;
+}
+
+void
+sq_read_f(sq_fd_t fd, size_t length, sq_queue_t queue, void *ctx,
+		sq_read_function_t handler)
+{
+	_SQ_REQUIRE_FUNCTION("sq_read", handler);
+	_sq_object_validate("sq_read", queue);
+	struct sq_io_simple_s *s = _sq_io_simple(fd, queue, ctx);
+	s->rfn = handler;
+	s->data = sq_data_empty;
+	sq_io_read_f(s->ch, 0, length, queue, s, _sq_io_simple_read);
+}
+
+void
+sq_write_f(sq_fd_t fd, sq_data_t data, sq_queue_t queue, void *ctx,
+		sq_write_function_t handler)
+{
+	_SQ_REQUIRE_FUNCTION("sq_write", handler);
+	_sq_object_validate("sq_write", queue);
+	struct sq_io_simple_s *s = _sq_io_simple(fd, queue, ctx);
+	s->wfn = handler;
+	sq_io_write_f(s->ch, 0, data, queue, s, _sq_io_simple_write);
+}

@@ -1,0 +1,141 @@
+//===----------------------------------------------------------------------===//
+//
+// SwiftQueues — submitting work to a WorkQueue: async, sync, barriers,
+// work items, concurrentPerform (sq_async_f, sq_sync_f, sq_barrier_*_f,
+// sq_group_async_f, sq_async_workitem, sq_apply_f).
+//
+//===----------------------------------------------------------------------===//
+
+import CRuntime
+
+extension WorkQueue {
+    // MARK: - Asynchronous
+
+    /// Submits `body` and returns at once (`DispatchQueue.async`). It runs
+    /// after everything submitted before it has started (serial queue:
+    /// finished). The closure is released as soon as it has run.
+    public func async(_ body: @escaping @Sendable () -> Void) {
+        sq_async_f(raw, ClosureBox.retained(body), runAndReleaseClosureBox)
+    }
+
+    /// Submits `body` as a member of `group`: the group is not empty until
+    /// `body` has returned (`DispatchQueue.async(group:)`).
+    public func async(group: WorkGroup, _ body: @escaping @Sendable () -> Void) {
+        sq_group_async_f(group.raw, raw, ClosureBox.retained(body), runAndReleaseClosureBox)
+    }
+
+    /// Submits a work item (as a barrier if it was created with
+    /// ``WorkItem/Flags/barrier``). A cancelled item does not run.
+    public func async(execute item: WorkItem) {
+        sq_async_workitem(raw, item.raw)
+    }
+
+    /// Submits `body` as a barrier and returns at once
+    /// (`async(flags: .barrier)`). On a concurrent queue it starts once
+    /// everything submitted before it has finished and runs alone; work
+    /// submitted after it waits for it. On a serial queue it is an ordinary
+    /// submission; global queues treat it as one too.
+    public func asyncBarrier(_ body: @escaping @Sendable () -> Void) {
+        sq_barrier_async_f(raw, ClosureBox.retained(body), runAndReleaseClosureBox)
+    }
+
+    // MARK: - Synchronous
+
+    /// Runs `body` on the queue, waits for it and returns its result or
+    /// rethrows its error (`DispatchQueue.sync`).
+    ///
+    ///     let value = cache.sync { storage[key] }
+    ///
+    /// On an idle serial queue `body` runs on the calling thread with no
+    /// thread switch; otherwise the caller waits its turn. Nothing is
+    /// allocated: `body` and its result stay on the caller's stack.
+    ///
+    /// Calling `sync` on the serial queue the thread is already running
+    /// (directly or through a target chain) is a deadlock: the runtime
+    /// stops the process and names the queue.
+    ///
+    /// The error type is typed (`throws(E)`): a non-throwing `body` makes a
+    /// non-throwing call, exactly like `rethrows`, and a throwing one keeps
+    /// its error type.
+    @inlinable
+    public func sync<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        var result: Result<T, E>? = nil
+        _syncOnQueue(barrier: false) { result = Result(catching: body) }
+        return try result.unsafelyUnwrapped.get()
+    }
+
+    /// ``sync(_:)`` as a barrier (`sync(flags: .barrier)`): on a concurrent
+    /// queue, `body` waits for everything before it and runs alone. Prefer
+    /// ``asyncBarrier(_:)``: a thread blocked in a barrier is easily part of
+    /// a deadlock.
+    @inlinable
+    public func syncBarrier<T, E: Error>(_ body: () throws(E) -> T) throws(E) -> T {
+        var result: Result<T, E>? = nil
+        _syncOnQueue(barrier: true) { result = Result(catching: body) }
+        return try result.unsafelyUnwrapped.get()
+    }
+
+    /// The non-generic half of ``sync(_:)``: runs `thunk` through
+    /// `sq_sync_f` (or `sq_barrier_sync_f`). The generic half is inlinable,
+    /// so it is specialised in the caller's module (no unspecialised
+    /// `Result<T, E>` at run time); this half keeps the C call out of it.
+    @usableFromInline
+    internal func _syncOnQueue(barrier: Bool, _ thunk: () -> Void) {
+        withStackCallback(thunk) { context, function in
+            if barrier {
+                sq_barrier_sync_f(raw, context, function)
+            } else {
+                sq_sync_f(raw, context, function)
+            }
+        }
+    }
+
+    /// Runs a work item on the queue and waits for it (as a barrier if it
+    /// was created with ``WorkItem/Flags/barrier``). A cancelled item does
+    /// not run.
+    public func sync(execute item: WorkItem) {
+        if item.flags.contains(.barrier) {
+            syncBarrier { item.perform() }
+        } else {
+            sync { item.perform() }
+        }
+    }
+
+    // MARK: - Loops
+
+    /// Calls `body(i)` for every `i` in `0..<iterations` on this queue and
+    /// returns when all calls have returned (`sq_apply_f` on this queue).
+    ///
+    /// On a concurrent queue the calls run in parallel (the calling thread
+    /// takes part); on a serial queue they run one after another. Calling it
+    /// on the serial queue the thread is running is a deadlock, reported by
+    /// the runtime. Give each call enough work to outweigh its scheduling
+    /// cost, striding if need be.
+    public func concurrentPerform(iterations: Int, _ body: @Sendable (Int) -> Void) {
+        Self.apply(iterations, on: raw, body)
+    }
+
+    /// Calls `body(i)` for every `i` in `0..<iterations`, in parallel on the
+    /// worker pool (and the calling thread), and returns when all calls have
+    /// returned (`DispatchQueue.concurrentPerform`, `SQ_APPLY_AUTO`).
+    /// A nested call runs its iterations on the calling thread, so nesting
+    /// never oversubscribes the pool.
+    public static func concurrentPerform(iterations: Int, _ body: @Sendable (Int) -> Void) {
+        apply(iterations, on: nil, body)
+    }
+
+    private static func apply(
+        _ iterations: Int, on queue: OpaquePointer?, _ body: @Sendable (Int) -> Void
+    ) {
+        Swift.precondition(iterations >= 0,
+                           "WorkQueue.concurrentPerform: negative iteration count \(iterations)")
+        withoutActuallyEscaping(body) { body in
+            withUnsafePointer(to: body) { slot in
+                sq_apply_f(iterations, queue, UnsafeMutableRawPointer(mutating: slot)) { context, index in
+                    context.unsafelyUnwrapped
+                        .assumingMemoryBound(to: (@Sendable (Int) -> Void).self).pointee(index)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,167 @@
+/*
+ * SwiftQueues — data objects (libdispatch's data.h, renamed).
+ *
+ * An sq_data_t is an immutable, reference-counted sequence of bytes backed
+ * by one or more memory regions. Concatenating, taking a subrange or looking
+ * up a region never copies a byte: the new object shares the regions of the
+ * old ones. A region's buffer is given back (its destructor runs) exactly
+ * once, when the last data object that shares it is released.
+ */
+#ifndef SWIFTQUEUES_DATA_H
+#define SWIFTQUEUES_DATA_H
+
+#include <swiftqueues/base.h>
+#include <swiftqueues/object.h>
+#include <swiftqueues/queue.h>
+
+SQ_BEGIN_DECLS
+SQ_ASSUME_NONNULL_BEGIN
+
+typedef struct sq_data_s *sq_data_t;
+
+/*! The empty data object: a global; retain and release are ignored. */
+SQ_EXPORT struct sq_data_s _sq_data_empty;
+#define sq_data_empty (&_sq_data_empty)
+
+/* Markers recognised by sq_data_create; never called. */
+SQ_EXPORT void _sq_data_destructor_free(void *SQ_NULLABLE buffer);
+SQ_EXPORT void _sq_data_destructor_munmap(void *SQ_NULLABLE buffer);
+
+/*! Copy the buffer now; the caller keeps ownership of its own. */
+#define SQ_DATA_DESTRUCTOR_DEFAULT ((sq_function_t)NULL)
+/*! The buffer came from malloc: free() it when the data goes. */
+#define SQ_DATA_DESTRUCTOR_FREE (_sq_data_destructor_free)
+/*! The buffer came from mmap: munmap() it when the data goes. */
+#define SQ_DATA_DESTRUCTOR_MUNMAP (_sq_data_destructor_munmap)
+
+/*!
+ * Creates a data object over `size` bytes at `buffer`. `destructor` says
+ * who owns the buffer: SQ_DATA_DESTRUCTOR_DEFAULT (copied now),
+ * SQ_DATA_DESTRUCTOR_FREE, SQ_DATA_DESTRUCTOR_MUNMAP, or a function that
+ * is called as destructor(buffer) on `queue` (NULL: the default global
+ * queue) once the last data object sharing the buffer is gone. A size of 0
+ * returns sq_data_empty (a custom destructor still runs, at once, on the
+ * queue). The caller owns one reference.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_data_t
+sq_data_create(const void *SQ_NULLABLE buffer, size_t size,
+		sq_queue_t SQ_NULLABLE queue,
+		sq_function_t SQ_NULLABLE destructor);
+
+/*!
+ * sq_data_create with a destructor context: the buffer is not copied, and
+ * destructor(context) runs on `queue` (NULL: the default global queue) once
+ * the last data object sharing the buffer is gone.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_data_t
+sq_data_create_f(const void *SQ_NULLABLE buffer, size_t size,
+		sq_queue_t SQ_NULLABLE queue, void *SQ_NULLABLE context,
+		sq_function_t destructor);
+
+/*! The number of bytes. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+size_t
+sq_data_get_size(sq_data_t data);
+
+/*!
+ * One contiguous view of the bytes: returns a data object whose single
+ * region holds them and stores its address and size in *buffer_ptr and
+ * *size_ptr (either may be NULL). Copies only when `data` has more than one
+ * region; otherwise it shares the region. The view is valid while the
+ * returned object (owned by the caller) lives.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_data_t
+sq_data_create_map(sq_data_t data,
+		const void *SQ_NULLABLE *SQ_NULLABLE buffer_ptr,
+		size_t *SQ_NULLABLE size_ptr);
+
+/*! The bytes of `data1` followed by those of `data2`, sharing both. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_data_t
+sq_data_create_concat(sq_data_t data1, sq_data_t data2);
+
+/*!
+ * Bytes [offset, offset + length) of `data`, sharing its regions. The range
+ * is clipped to the data's size (length SIZE_MAX: to the end).
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_data_t
+sq_data_create_subrange(sq_data_t data, size_t offset, size_t length);
+
+/*!
+ * Called for each region in order: `region` is a data object for just that
+ * region (valid during the call; retain it to keep it), `offset` its
+ * position in the whole, `buffer` and `size` its bytes. Return false to stop.
+ */
+typedef bool (*sq_data_applier_function_t)(void *SQ_NULLABLE context,
+		sq_data_t region, size_t offset, const void *buffer,
+		size_t size);
+
+/*!
+ * Walks the regions of `data` in order. Returns false if the applier
+ * stopped the walk, true otherwise (also for empty data, which has none).
+ */
+SQ_EXPORT SQ_NOTHROW
+bool
+sq_data_apply_f(sq_data_t data, void *SQ_NULLABLE context,
+		sq_data_applier_function_t applier);
+
+/*!
+ * The region that holds byte `location`, as a data object the caller owns;
+ * *offset_ptr receives the region's offset in `data`. A location past the
+ * end gives sq_data_empty and *offset_ptr = size.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_data_t
+sq_data_copy_region(sq_data_t data, size_t location, size_t *offset_ptr);
+
+#ifdef __BLOCKS__
+typedef bool (^sq_data_applier_t)(sq_data_t region, size_t offset,
+		const void *buffer, size_t size);
+
+SQ_INLINE bool
+_sq_data_call_applier_block(void *SQ_NULLABLE block, sq_data_t region,
+		size_t offset, const void *buffer, size_t size)
+{
+	return ((sq_data_applier_t)block)(region, offset, buffer, size);
+}
+
+/*! sq_data_apply_f with a block (called synchronously, not copied). */
+SQ_INLINE bool
+sq_data_apply(sq_data_t data, sq_data_applier_t SQ_NOESCAPE applier)
+{
+	return sq_data_apply_f(data, (void *)applier,
+			_sq_data_call_applier_block);
+}
+
+SQ_INLINE void
+_sq_data_call_destructor_block(void *SQ_NULLABLE block)
+{
+	((sq_block_t)block)();
+	_Block_release(block);
+}
+
+/*!
+ * sq_data_create with a block destructor (copied; run once on `queue`).
+ * A NULL block means SQ_DATA_DESTRUCTOR_DEFAULT (the buffer is copied).
+ */
+SQ_INLINE sq_data_t
+sq_data_create_with_block(const void *SQ_NULLABLE buffer, size_t size,
+		sq_queue_t SQ_NULLABLE queue, sq_block_t SQ_NULLABLE destructor)
+{
+	if (destructor == NULL)
+		return sq_data_create(buffer, size, queue,
+				SQ_DATA_DESTRUCTOR_DEFAULT);
+	return sq_data_create_f(buffer, size, queue,
+			_Block_copy((const void *)destructor),
+			_sq_data_call_destructor_block);
+}
+#endif
+
+SQ_ASSUME_NONNULL_END
+SQ_END_DECLS
+
+#endif /* SWIFTQUEUES_DATA_H */

@@ -1,0 +1,287 @@
+/*
+ * SwiftQueues — I/O channels (libdispatch's io.h, renamed).
+ *
+ * A channel owns a file descriptor for the program and runs reads and
+ * writes on it asynchronously, handing the bytes over as sq_data_t objects
+ * (never copied into one big buffer).
+ *
+ *   SQ_IO_STREAM  pipes, sockets, ttys: reads and writes happen in order,
+ *                 each direction one operation at a time, driven by the
+ *                 event loop (the descriptor is made non-blocking; no
+ *                 thread ever blocks in read or write).
+ *   SQ_IO_RANDOM  regular files: each operation names an offset (relative
+ *                 to the file position when the channel opened the file)
+ *                 and several may be in flight. Linux cannot poll regular
+ *                 files, so these run as pread / pwrite on a small bounded
+ *                 set of I/O threads, never on the queues' workers. (A
+ *                 stream channel on a regular file uses them too.)
+ *
+ * Handlers get (done, data, error). A read handler may run several times
+ * (see the water marks) and runs a last time with done = true; a read of
+ * length SIZE_MAX runs to end of file. Errors are never crashes: they
+ * arrive as `error` (EBADF, EPIPE, ECONNRESET, ECANCELED after
+ * sq_io_close(SQ_IO_STOP), ...), together with whatever was already read.
+ * Once the channel is closed (or its last reference released) and its
+ * operations are over, the cleanup handler runs once with the channel's
+ * error (0, or why the descriptor could not be used); from then on the
+ * descriptor belongs to the caller again (the channel restores its flags;
+ * a channel made from a path closes the file it opened).
+ */
+#ifndef SWIFTQUEUES_IO_H
+#define SWIFTQUEUES_IO_H
+
+#include <sys/types.h>
+
+#include <swiftqueues/base.h>
+#include <swiftqueues/data.h>
+#include <swiftqueues/object.h>
+#include <swiftqueues/queue.h>
+
+SQ_BEGIN_DECLS
+SQ_ASSUME_NONNULL_BEGIN
+
+typedef int sq_fd_t;
+typedef struct sq_io_s *sq_io_t;
+typedef unsigned long sq_io_type_t;
+typedef unsigned long sq_io_close_flags_t;
+typedef unsigned long sq_io_interval_flags_t;
+
+#define SQ_IO_STREAM 0
+#define SQ_IO_RANDOM 1
+
+/*! sq_io_close: cancel the operations in progress (ECANCELED). */
+#define SQ_IO_STOP 0x1
+/*! sq_io_set_interval: deliver at each interval even below low water. */
+#define SQ_IO_STRICT_INTERVAL 0x1
+
+/*!
+ * An I/O handler. Reads: `data` holds the bytes read since the previous
+ * call (sq_data_empty when there are none; never NULL). Writes: called
+ * once, with done = true; `data` is NULL when everything was written,
+ * else the bytes that were not.
+ */
+typedef void (*sq_io_handler_function_t)(void *SQ_NULLABLE context,
+		bool done, sq_data_t SQ_NULLABLE data, int error);
+
+/*! The cleanup handler: called once with the channel's error. */
+typedef void (*sq_io_cleanup_function_t)(void *SQ_NULLABLE context,
+		int error);
+
+/*!
+ * Creates a channel over `fd`, which the channel owns until its cleanup
+ * handler runs (set options such as SO_KEEPALIVE before). `cleanup` (may
+ * be NULL) runs on `queue` (NULL: the default global queue). Returns NULL
+ * with errno EINVAL for an unknown type; a bad descriptor is reported
+ * through the handlers (EBADF), not here. The caller owns one reference.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_io_t SQ_NULLABLE
+sq_io_create_f(sq_io_type_t type, sq_fd_t fd, sq_queue_t SQ_NULLABLE queue,
+		void *SQ_NULLABLE context,
+		sq_io_cleanup_function_t SQ_NULLABLE cleanup);
+
+/*!
+ * Creates a channel over the file at `path` (absolute), opened with
+ * open(path, oflag, mode) lazily, on the channel's first operation, so
+ * channels that are never used hold no descriptor. An open that fails is
+ * reported to the operations and to the cleanup handler.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_io_t SQ_NULLABLE
+sq_io_create_with_path_f(sq_io_type_t type, const char *path, int oflag,
+		mode_t mode, sq_queue_t SQ_NULLABLE queue,
+		void *SQ_NULLABLE context,
+		sq_io_cleanup_function_t SQ_NULLABLE cleanup);
+
+/*!
+ * Reads `length` bytes (SIZE_MAX: to end of file) at `offset` (random
+ * access; ignored for streams), calling handler(context, ...) on `queue`
+ * as the bytes arrive. Calls of one operation never overlap, in order.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_io_read_f(sq_io_t channel, off_t offset, size_t length, sq_queue_t queue,
+		void *SQ_NULLABLE context, sq_io_handler_function_t handler);
+
+/*! Writes `data` at `offset` (random access; ignored for streams). */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_io_write_f(sq_io_t channel, off_t offset, sq_data_t data, sq_queue_t queue,
+		void *SQ_NULLABLE context, sq_io_handler_function_t handler);
+
+/*!
+ * Closes the channel: operations issued afterwards fail with ECANCELED;
+ * those already issued finish, or with SQ_IO_STOP end at once with
+ * ECANCELED (keeping what they read). Then the cleanup handler runs.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_io_close(sq_io_t channel, sq_io_close_flags_t flags);
+
+/*!
+ * Runs barrier(context) on the channel's own queue once every operation
+ * issued before it has finished, before any issued after it starts; it may
+ * use sq_io_get_descriptor (to fsync, say).
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_io_barrier_f(sq_io_t channel, void *SQ_NULLABLE context,
+		sq_function_t barrier);
+
+/*! The descriptor, or -1 before a path channel has opened its file and
+ * after the cleanup handler has been scheduled. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_fd_t
+sq_io_get_descriptor(sq_io_t channel);
+
+/*! At most this many bytes per read handler call (default SIZE_MAX). */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_io_set_high_water(sq_io_t channel, size_t high_water);
+
+/*! At least this many bytes per read handler call, unless the operation
+ * is done (default 1: deliver whatever arrives). */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_io_set_low_water(sq_io_t channel, size_t low_water);
+
+/*!
+ * Read handlers are called every `interval` ns with the bytes gathered in
+ * between (if at least low water, or any with SQ_IO_STRICT_INTERVAL)
+ * instead of as soon as low water is reached. 0 turns it off.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_io_set_interval(sq_io_t channel, uint64_t interval,
+		sq_io_interval_flags_t flags);
+
+/*! Reads `length` bytes (SIZE_MAX: to end of file) from `fd` and calls
+ * handler(context, data, error) once on `queue`. `fd` is the caller's
+ * again when the handler runs. */
+typedef void (*sq_read_function_t)(void *SQ_NULLABLE context,
+		sq_data_t data, int error);
+SQ_EXPORT SQ_NOTHROW
+void
+sq_read_f(sq_fd_t fd, size_t length, sq_queue_t queue,
+		void *SQ_NULLABLE context, sq_read_function_t handler);
+
+/*! Writes `data` to `fd`, then calls handler(context, unwritten, error)
+ * once on `queue` (unwritten: NULL when everything was written). */
+typedef void (*sq_write_function_t)(void *SQ_NULLABLE context,
+		sq_data_t SQ_NULLABLE unwritten, int error);
+SQ_EXPORT SQ_NOTHROW
+void
+sq_write_f(sq_fd_t fd, sq_data_t data, sq_queue_t queue,
+		void *SQ_NULLABLE context, sq_write_function_t handler);
+
+#ifdef __BLOCKS__
+typedef void (^sq_io_handler_t)(bool done, sq_data_t SQ_NULLABLE data,
+		int error);
+
+SQ_INLINE void
+_sq_io_call_handler_block(void *SQ_NULLABLE block, bool done,
+		sq_data_t SQ_NULLABLE data, int error)
+{
+	((sq_io_handler_t)block)(done, data, error);
+	if (done) /* the last call */
+		_Block_release(block);
+}
+
+SQ_INLINE void
+_sq_io_call_cleanup_block(void *SQ_NULLABLE block, int error)
+{
+	((void (^)(int))block)(error);
+	_Block_release(block);
+}
+
+SQ_INLINE sq_io_t SQ_NULLABLE
+sq_io_create(sq_io_type_t type, sq_fd_t fd, sq_queue_t SQ_NULLABLE queue,
+		void (^SQ_NULLABLE cleanup)(int error))
+{
+	if (cleanup == NULL)
+		return sq_io_create_f(type, fd, queue, NULL, NULL);
+	void *b = _Block_copy((const void *)cleanup);
+	sq_io_t ch = sq_io_create_f(type, fd, queue, b,
+			_sq_io_call_cleanup_block);
+	if (ch == NULL)
+		_Block_release(b);
+	return ch;
+}
+
+SQ_INLINE sq_io_t SQ_NULLABLE
+sq_io_create_with_path(sq_io_type_t type, const char *path, int oflag,
+		mode_t mode, sq_queue_t SQ_NULLABLE queue,
+		void (^SQ_NULLABLE cleanup)(int error))
+{
+	if (cleanup == NULL)
+		return sq_io_create_with_path_f(type, path, oflag, mode, queue,
+				NULL, NULL);
+	void *b = _Block_copy((const void *)cleanup);
+	sq_io_t ch = sq_io_create_with_path_f(type, path, oflag, mode, queue,
+			b, _sq_io_call_cleanup_block);
+	if (ch == NULL)
+		_Block_release(b);
+	return ch;
+}
+
+SQ_INLINE void
+sq_io_read(sq_io_t channel, off_t offset, size_t length, sq_queue_t queue,
+		sq_io_handler_t handler)
+{
+	sq_io_read_f(channel, offset, length, queue,
+			_Block_copy((const void *)handler),
+			_sq_io_call_handler_block);
+}
+
+SQ_INLINE void
+sq_io_write(sq_io_t channel, off_t offset, sq_data_t data, sq_queue_t queue,
+		sq_io_handler_t handler)
+{
+	sq_io_write_f(channel, offset, data, queue,
+			_Block_copy((const void *)handler),
+			_sq_io_call_handler_block);
+}
+
+SQ_INLINE void
+sq_io_barrier(sq_io_t channel, sq_block_t barrier)
+{
+	sq_io_barrier_f(channel, _Block_copy((const void *)barrier),
+			_sq_call_and_release_block);
+}
+
+SQ_INLINE void
+_sq_io_call_read_block(void *SQ_NULLABLE block, sq_data_t data, int error)
+{
+	((void (^)(sq_data_t, int))block)(data, error);
+	_Block_release(block);
+}
+
+SQ_INLINE void
+_sq_io_call_write_block(void *SQ_NULLABLE block,
+		sq_data_t SQ_NULLABLE data, int error)
+{
+	((void (^)(sq_data_t SQ_NULLABLE, int))block)(data, error);
+	_Block_release(block);
+}
+
+SQ_INLINE void
+sq_read(sq_fd_t fd, size_t length, sq_queue_t queue,
+		void (^handler)(sq_data_t data, int error))
+{
+	sq_read_f(fd, length, queue, _Block_copy((const void *)handler),
+			_sq_io_call_read_block);
+}
+
+SQ_INLINE void
+sq_write(sq_fd_t fd, sq_data_t data, sq_queue_t queue,
+		void (^handler)(sq_data_t SQ_NULLABLE unwritten, int error))
+{
+	sq_write_f(fd, data, queue, _Block_copy((const void *)handler),
+			_sq_io_call_write_block);
+}
+#endif
+
+SQ_ASSUME_NONNULL_END
+SQ_END_DECLS
+
+#endif /* SWIFTQUEUES_IO_H */
