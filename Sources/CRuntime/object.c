@@ -139,8 +139,14 @@ sq_suspend(sq_object_t object)
 	_sq_object_validate("sq_suspend", object);
 	struct sq_object_s *o = object;
 	_sq_object_require_reference("sq_suspend", o);
-	if (o->vtable->suspend)
+	if (o->vtable->suspend) {
+		/* Held across the call: a self-owned object (a source whose
+		 * handler releases it) may drop the program's last reference
+		 * on another thread while we are still inside. */
+		_sq_retain_internal(o);
 		o->vtable->suspend(o);
+		_sq_release_internal(o);
+	}
 }
 
 void
@@ -149,8 +155,14 @@ sq_resume(sq_object_t object)
 	_sq_object_validate("sq_resume", object);
 	struct sq_object_s *o = object;
 	_sq_object_require_reference("sq_resume", o);
-	if (o->vtable->resume)
+	if (o->vtable->resume) {
+		/* Held across the call: a self-owned object (a source whose
+		 * handler releases it) may drop the program's last reference
+		 * on another thread while we are still inside. */
+		_sq_retain_internal(o);
 		o->vtable->resume(o);
+		_sq_release_internal(o);
+	}
 }
 
 void
@@ -159,8 +171,14 @@ sq_activate(sq_object_t object)
 	_sq_object_validate("sq_activate", object);
 	struct sq_object_s *o = object;
 	_sq_object_require_reference("sq_activate", o);
-	if (o->vtable->activate)
+	if (o->vtable->activate) {
+		/* Held across the call: a self-owned object (a source whose
+		 * handler releases it) may drop the program's last reference
+		 * on another thread while we are still inside. */
+		_sq_retain_internal(o);
 		o->vtable->activate(o);
+		_sq_release_internal(o);
+	}
 }
 
 void

@@ -47,6 +47,38 @@ import SwiftQueues
         let specific = workQueue.sync { WorkQueue.getSpecific(key) }
         #expect(waited == .success)
         #expect(specific == 1)
+
+        // Sources, delayed submission and timers.
+        let timerSource: TimerSource = TimerSource(flags: TimerSource.Flags.strict, queue: workQueue)
+        timerSource.schedule(deadline: .now(), repeating: nil, leeway: .zero)
+        let dataSource: DataSource = DataSource(kind: DataSource.Kind.add, queue: workQueue)
+        let eventSource: EventSource = dataSource
+        let stream: AsyncStream<UInt> = eventSource.events
+        _ = stream
+        let fsEvents: FileSystemSource.Events = .all
+        let procEvents: ProcessSource.Events = .exit
+        let sourceError: SourceError = SourceError(errnoCode: EBADF, sourceType: "read")
+        let readSource: ReadSource? = try? ReadSource(fileDescriptor: -1)
+        let writeSource: WriteSource? = try? WriteSource(fileDescriptor: -1)
+        let signalSource: SignalSource? = try? SignalSource(signal: SIGKILL)
+        let processSource: ProcessSource? = try? ProcessSource(processIdentifier: -1)
+        let fileSystemSource: FileSystemSource? = try? FileSystemSource(fileDescriptor: -1, eventMask: fsEvents)
+        #expect(readSource == nil && writeSource == nil && signalSource == nil)
+        #expect(processSource == nil && fileSystemSource == nil)
+        #expect(procEvents == .exit && sourceError.errnoCode == EBADF)
+        timerSource.activate()
+        timerSource.cancel()
+        dataSource.activate()
+        dataSource.cancel()
+        let later: WorkItem = workQueue.asyncAfter(delay: Duration.milliseconds(1)) {}
+        later.cancel()
+        let repeating: RepeatingTimer = RepeatingTimer(interval: .seconds(1), queue: workQueue) { _ in }
+        repeating.invalidate()
+        let foundationTimer = Timer(timeInterval: 1, repeats: false) { _ in }
+        foundationTimer.invalidate()
+        let dispatchTimer = DispatchSource.makeTimerSource()
+        dispatchTimer.activate()
+        dispatchTimer.cancel()
         #expect(deadline < WorkDeadline.distantFuture)
 
         // The neighbours, in the same scope.
