@@ -65,7 +65,6 @@ struct sq_worker_s {
 	uint32_t tick;
 	uint64_t jobs;       /* jobs started; read by the monitor */
 	pid_t tid;
-	int stat_fd;
 	char name[16];       /* the thread's current name */
 	struct sq_worker_s *next_idle;
 };
@@ -632,9 +631,6 @@ _sq_worker_main(void *arg)
 	_sq_self = w;
 	w->tid = gettid();
 	w->name[0] = '\0';
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)w->tid);
-	w->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
 	_sq_worker_set_name(w, "sq.worker");
 
 	for (;;) {
@@ -651,9 +647,6 @@ _sq_worker_main(void *arg)
 	}
 
 	/* Retired: `live` was decremented by the park loop. */
-	if (w->stat_fd >= 0)
-		close(w->stat_fd);
-	w->stat_fd = -1;
 	w->niced = false;
 	_sq_self = NULL;
 	sq_spinlock_lock(&_sq_pool.spawn_lock);
@@ -664,14 +657,19 @@ _sq_worker_main(void *arg)
 
 /* ---- Blocking compensation -------------------------------------------- */
 
-/* Whether the worker's thread is runnable ('R') according to /proc. */
+/* Whether the worker's thread is runnable ('R') according to /proc. Opened
+ * per look (only for workers that seem stuck, only while the pool is
+ * saturated) so the pool keeps no descriptors open. */
 static bool
 _sq_worker_runnable(struct sq_worker_s *w)
 {
-	char buf[256];
-	if (w->stat_fd < 0)
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)w->tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return true;
-	ssize_t n = pread(w->stat_fd, buf, sizeof(buf) - 1, 0);
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
 	if (n <= 0)
 		return true;
 	buf[n] = '\0';
