@@ -754,9 +754,19 @@ _sq_io_thread(void *arg)
 	for (;;) {
 		struct sq_io_op_s *op = _sq_io_pool.head;
 		if (op == NULL) {
+			/* Idle for 5 s: retire, so an idle process keeps no
+			 * I/O threads (the next operation starts one again). */
+			struct timespec until;
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += 5;
 			_sq_io_pool.idle++;
-			pthread_cond_wait(&_sq_io_pool.cond, &_sq_io_pool.lock);
+			int r = pthread_cond_timedwait(&_sq_io_pool.cond,
+					&_sq_io_pool.lock, &until);
 			_sq_io_pool.idle--;
+			if (r == ETIMEDOUT && _sq_io_pool.head == NULL) {
+				_sq_io_pool.threads--;
+				break;
+			}
 			continue;
 		}
 		_sq_io_pool.head = op->pnext;
@@ -772,6 +782,7 @@ _sq_io_thread(void *arg)
 		sq_release(q);
 		pthread_mutex_lock(&_sq_io_pool.lock);
 	}
+	pthread_mutex_unlock(&_sq_io_pool.lock);
 	return NULL;
 }
 
