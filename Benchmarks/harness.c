@@ -41,6 +41,7 @@ static const bench_scenario_t *const bench_areas[] = {
 	bench_primitives,
 	bench_queues,
 	bench_io,
+	bench_sources,
 	NULL
 };
 

@@ -40,6 +40,7 @@ typedef struct bench_scenario_s {
 extern const bench_scenario_t bench_primitives[];
 extern const bench_scenario_t bench_queues[];
 extern const bench_scenario_t bench_io[];
+extern const bench_scenario_t bench_sources[];
 
 /* Restarts the clock of the current run: what came before does not count.
  * Call these two from the thread the harness called the run function on. */
