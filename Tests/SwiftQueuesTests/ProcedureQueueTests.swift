@@ -1,0 +1,703 @@
+// ProcedureQueue: dependencies on and across queues, priority, width,
+// suspension, cancellation, barriers, waiting (blocking and async), the main
+// queue, the current queue, the underlying queue, ownership.
+// Test names carry the spec's AT-OP / C-5.x ids (SEED-FEATURES.md §8.3).
+
+import CRuntime
+import Synchronization
+import Testing
+import SwiftQueues
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+@Suite struct ProcedureQueueTests {
+    // MARK: Dependencies
+
+    @Test("AT-OP-13 / C-5.14a: dependency order on one queue, 200 times")
+    func dependencyOrder() {
+        let queue = ProcedureQueue(name: "AT-OP-13")
+        var failures = 0
+        for _ in 0..<200 {
+            let log = ProcLog()
+            let second = InvocationProcedure(argument: 222) { (object: Int) in
+                for line in 0..<3 { log.append("Second Operation - \(object) \(line)") }
+            }
+            let first = InvocationProcedure(argument: 111) { (object: Int) in
+                for line in 0..<3 { log.append("First Operation - \(object) \(line)") }
+            }
+            first.addDependency(second)
+            queue.addProcedure(first)  // the dependent first: order of adding does not matter
+            queue.addProcedure(second)
+            log.append("Main thread is here")
+            queue.waitUntilAllFinished()
+            let lines = log.lines.filter { $0 != "Main thread is here" }
+            let expected = (0..<3).map { "Second Operation - 222 \($0)" }
+                + (0..<3).map { "First Operation - 111 \($0)" }
+            if lines != expected { failures += 1 }
+        }
+        #expect(failures == 0)
+    }
+
+    @Test("C-5.14b: after removeDependency both may run at once")
+    func removedDependency() {
+        let rendezvous = ProcRendezvous(parties: 2)
+        let met = ProcBox<[Bool]>([])
+        let first = BlockProcedure { let ok = rendezvous.arrive(); met.update { $0.append(ok) } }
+        let second = BlockProcedure { let ok = rendezvous.arrive(); met.update { $0.append(ok) } }
+        first.addDependency(second)
+        first.removeDependency(second)
+        let queue = ProcedureQueue(name: "C-5.14b")
+        queue.addProcedures([first, second], waitUntilFinished: true)
+        #expect(met.value == [true, true])
+    }
+
+    @Test("AT-OP-14 / C-5.14c: a dependency across queues")
+    func crossQueueDependency() {
+        let log = ProcLog()
+        let q1 = ProcedureQueue(name: "Q1")
+        let q2 = ProcedureQueue(name: "Q2")
+        let a = BlockProcedure { procSleep(20); log.append("A") }
+        let sawA = ProcBox(false)
+        let b = BlockProcedure { sawA.value = a.isFinished; log.append("B") }
+        b.addDependency(a)
+        q2.addProcedure(b)
+        q1.addProcedure(a)
+        b.waitUntilFinished()
+        #expect(log.lines == ["A", "B"])
+        #expect(sawA.value)
+    }
+
+    @Test("AT-OP-15: a diamond")
+    func diamond() {
+        for _ in 0..<50 {
+            let log = ProcLog()
+            let a = BlockProcedure { log.append("A") }
+            let b = BlockProcedure { log.append("B") }
+            let c = BlockProcedure { log.append("C") }
+            let d = BlockProcedure { log.append("D") }
+            b.addDependency(a)
+            c.addDependency(a)
+            d.addDependency(b)
+            d.addDependency(c)
+            let queue = ProcedureQueue(name: "AT-OP-15")
+            queue.addProcedures([d, c, b, a], waitUntilFinished: true)
+            let lines = log.lines
+            #expect(lines.count == 4)
+            #expect(lines.first == "A")
+            #expect(lines.last == "D")
+        }
+    }
+
+    @Test("AT-OP-17: a cancelled dependency releases its dependent")
+    func cancelledDependency() {
+        let queue = ProcedureQueue(name: "AT-OP-17")
+        queue.isSuspended = true
+        let aRan = ProcBox(false)
+        let bRan = ProcBox(false)
+        let a = BlockProcedure { aRan.value = true }
+        let b = BlockProcedure { bRan.value = true }
+        b.addDependency(a)
+        queue.addProcedures([a, b], waitUntilFinished: false)
+        a.cancel()
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(!aRan.value)
+        #expect(a.isFinished && a.isCancelled)
+        #expect(bRan.value)
+
+        // Cancelled before it was ever added, too.
+        let c = BlockProcedure {}
+        let d = BlockProcedure { bRan.value = false }
+        d.addDependency(c)
+        c.cancel()
+        queue.addProcedures([d, c], waitUntilFinished: true)
+        #expect(!bRan.value)
+    }
+
+    @Test("Decision: a cancelled procedure still finishes after its dependencies")
+    func cancelledProcedureWaitsForItsDependencies() {
+        let queue = ProcedureQueue(name: "cancel-order")
+        let gate = ProcBox(false)
+        let slow = BlockProcedure { _ = procWaitUntil { gate.value } }
+        let dependent = BlockProcedure {}
+        dependent.addDependency(slow)
+        queue.addProcedures([slow, dependent], waitUntilFinished: false)
+        dependent.cancel()
+        procSleep(30)
+        #expect(!dependent.isFinished)  // not before `slow`
+        gate.value = true
+        queue.waitUntilAllFinished()
+        #expect(dependent.isFinished && dependent.isCancelled)
+    }
+
+    @Test("AT-OP-18 (decision): a dependency added after enqueueing counts until the procedure starts")
+    func lateDependency() {
+        let queue = ProcedureQueue(name: "AT-OP-18")
+        let other = ProcedureQueue(name: "AT-OP-18 other")
+        queue.isSuspended = true
+        other.isSuspended = true
+        let late = BlockProcedure {}
+        let sawLateFinished = ProcBox<Bool?>(nil)
+        let procedure = BlockProcedure { sawLateFinished.value = late.isFinished }
+        queue.addProcedure(procedure)  // ready and waiting in the queue
+        procedure.addDependency(late)
+        other.addProcedure(late)
+        queue.isSuspended = false
+        procSleep(30)
+        #expect(!procedure.isFinished)
+        other.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(sawLateFinished.value == true)
+    }
+
+    // MARK: Priority
+
+    @Test("AT-OP-19: priority order among ready procedures; FIFO among equals")
+    func priorityOrder() {
+        let queue = ProcedureQueue(name: "AT-OP-19", maxConcurrentCount: 1)
+        queue.isSuspended = true
+        let log = ProcLog()
+        let levels: [(String, Procedure.QueuePriority)] = [
+            ("low", .low), ("normal", .normal), ("high", .high), ("veryHigh", .veryHigh), ("veryLow", .veryLow),
+        ]
+        for (name, priority) in levels {
+            let procedure = BlockProcedure { log.append(name) }
+            procedure.queuePriority = priority
+            queue.addProcedure(procedure)
+        }
+        for index in 0..<10 {
+            queue.addBlock { log.append("fifo \(index)") }
+        }
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(log.lines == ["veryHigh", "high", "normal"] + (0..<10).map { "fifo \($0)" } + ["low", "veryLow"])
+    }
+
+    @Test("AT-OP-20: readiness comes before priority")
+    func readinessBeforePriority() {
+        let queue = ProcedureQueue(name: "AT-OP-20", maxConcurrentCount: 1)
+        queue.isSuspended = true
+        let log = ProcLog()
+        let low = BlockProcedure { log.append("L") }
+        low.queuePriority = .low
+        let high = BlockProcedure { log.append("H") }
+        high.queuePriority = .high
+        high.addDependency(low)
+        let normal = BlockProcedure { log.append("N") }
+        queue.addProcedures([high, low, normal], waitUntilFinished: false)
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        let lines = log.lines
+        #expect(lines == ["N", "L", "H"])
+        #expect(lines.firstIndex(of: "L")! < lines.firstIndex(of: "H")!)
+    }
+
+    @Test("AT-OP-21: priority applies per queue")
+    func priorityPerQueue() {
+        let q1 = ProcedureQueue(name: "AT-OP-21 a", maxConcurrentCount: 1)
+        let q2 = ProcedureQueue(name: "AT-OP-21 b", maxConcurrentCount: 1)
+        let low = BlockProcedure {}
+        low.queuePriority = .veryLow
+        let high = BlockProcedure {}
+        high.queuePriority = .veryHigh
+        q1.addProcedure(low)  // nothing ahead of it on its own queue: it runs
+        q2.addProcedure(high)
+        q1.waitUntilAllFinished()
+        q2.waitUntilAllFinished()
+        #expect(low.isFinished && high.isFinished)
+    }
+
+    @Test func changingPriorityReordersAWaitingProcedure() {
+        let queue = ProcedureQueue(name: "reprioritise", maxConcurrentCount: 1)
+        queue.isSuspended = true
+        let log = ProcLog()
+        let procedures = (0..<3).map { index in BlockProcedure { log.append("\(index)") } }
+        queue.addProcedures(procedures, waitUntilFinished: false)
+        procedures[2].queuePriority = .veryHigh
+        procedures[0].queuePriority = .low
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(log.lines == ["2", "1", "0"])
+    }
+
+    @Test func aHigherPriorityArrivalOvertakesWaitingProceduresOnWidthOne() {
+        let queue = ProcedureQueue(name: "overtake", maxConcurrentCount: 1)
+        // Teach the runner that procedures are short (it then takes batches).
+        for _ in 0..<1_000 { queue.addBlock {} }
+        queue.waitUntilAllFinished()
+        queue.isSuspended = true
+        let log = ProcLog()
+        let urgent = BlockProcedure { log.append("urgent") }
+        urgent.queuePriority = .veryHigh
+        queue.addBlock {
+            log.append("0")
+            queue.addProcedure(urgent)  // becomes ready while 1...9 wait
+        }
+        for index in 1..<10 {
+            queue.addBlock { log.append("\(index)") }
+        }
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(log.lines == ["0", "urgent"] + (1..<10).map { "\($0)" })
+    }
+
+    // MARK: Width
+
+    @Test("AT-OP-30: maxConcurrentCount 1 runs one at a time, but is not FIFO")
+    func widthOne() {
+        let queue = ProcedureQueue(name: "AT-OP-30", maxConcurrentCount: 1)
+        let inFlight = ProcInFlight()
+        for _ in 0..<20 {
+            queue.addBlock {
+                inFlight.enter()
+                procSleep(1)
+                inFlight.exit()
+            }
+        }
+        queue.waitUntilAllFinished()
+        #expect(inFlight.max == 1)
+
+        // With priorities and dependencies the order is not the order of adding.
+        queue.isSuspended = true
+        let log = ProcLog()
+        let first = BlockProcedure { log.append("first") }
+        let second = BlockProcedure { log.append("second") }
+        let third = BlockProcedure { log.append("third") }
+        first.addDependency(third)
+        second.queuePriority = .high
+        queue.addProcedures([first, second, third], waitUntilFinished: false)
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(log.lines == ["second", "third", "first"])
+    }
+
+    @Test("AT-OP-31: maxConcurrentCount 4")
+    func widthFour() {
+        let queue = ProcedureQueue(name: "AT-OP-31", maxConcurrentCount: 4)
+        #expect(queue.maxConcurrentCount == 4)
+        let inFlight = ProcInFlight()
+        for _ in 0..<50 {
+            queue.addBlock {
+                inFlight.enter()
+                procSleep(20)
+                inFlight.exit()
+            }
+        }
+        queue.waitUntilAllFinished()
+        #expect(inFlight.max <= 4)
+        #expect(inFlight.max >= 2)
+    }
+
+    @Test func widthZeroStartsNothingUntilRaised() {
+        let queue = ProcedureQueue(name: "width-0", maxConcurrentCount: 0)
+        let ran = ProcBox(false)
+        queue.addBlock { ran.value = true }
+        procSleep(30)
+        #expect(!ran.value)
+        queue.maxConcurrentCount = 2
+        queue.waitUntilAllFinished()
+        #expect(ran.value)
+        #expect(ProcedureQueue(name: "default").maxConcurrentCount == ProcedureQueue.defaultMaxConcurrentCount)
+        #expect(ProcedureQueue.defaultMaxConcurrentCount == -1)
+    }
+
+    @Test("C-5.13a: the default width runs two procedures at once")
+    func defaultWidthRunsSideBySide() {
+        let rendezvous = ProcRendezvous(parties: 2)
+        let met = ProcBox<[Bool]>([])
+        let queue = ProcedureQueue(name: "side-by-side")
+        for _ in 0..<2 {
+            queue.addBlock { let ok = rendezvous.arrive(); met.update { $0.append(ok) } }
+        }
+        queue.waitUntilAllFinished()
+        #expect(met.value == [true, true])
+    }
+
+    @Test func longProceduresAfterShortOnesStillRunSideBySide() {
+        let queue = ProcedureQueue(name: "short-then-long")
+        for _ in 0..<5_000 {
+            queue.addBlock {}
+        }
+        queue.waitUntilAllFinished()  // the queue now believes its work is short
+        for _ in 0..<3 {
+            let rendezvous = ProcRendezvous(parties: 2)
+            let met = ProcBox<[Bool]>([])
+            for _ in 0..<2 {
+                queue.addBlock { let ok = rendezvous.arrive(timeout: 5); met.update { $0.append(ok) } }
+            }
+            queue.waitUntilAllFinished()
+            #expect(met.value == [true, true])
+            for _ in 0..<1_000 {
+                queue.addBlock {}
+            }
+        }
+    }
+
+    @Test func proceduresInOneBatchDoNotWaitBehindEachOther() {
+        // Adjacent in a stream of short procedures, the two land in one
+        // runner's batch; the second must not wait behind the first (which
+        // waits for it): the watchdog hands it to another runner.
+        let queue = ProcedureQueue(name: "batch-hostage")
+        for _ in 0..<3 {
+            let rendezvous = ProcRendezvous(parties: 2)
+            let met = ProcBox<[Bool]>([])
+            let short = { (count: Int) in (0..<count).map { _ in BlockProcedure {} } }
+            let pair = (0..<2).map { _ in
+                BlockProcedure { let ok = rendezvous.arrive(timeout: 5); met.update { $0.append(ok) } }
+            }
+            queue.addProcedures(short(20_000) + pair + short(100), waitUntilFinished: true)
+            #expect(met.value == [true, true])
+        }
+    }
+
+    // MARK: Suspension and cancellation
+
+    @Test("AT-OP-07: cancelled before it starts: main never runs, the completion block does")
+    func cancelBeforeStart() {
+        let queue = ProcedureQueue(name: "AT-OP-07")
+        queue.isSuspended = true
+        let ran = ProcBox(false)
+        let completed = ProcBox(false)
+        let procedure = BlockProcedure { ran.value = true }
+        procedure.completionBlock = { completed.value = true }
+        queue.addProcedure(procedure)
+        procedure.cancel()
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(!ran.value)
+        #expect(procedure.isFinished && procedure.isCancelled)
+        #expect(completed.value)
+    }
+
+    @Test("AT-OP-33: cancelAll")
+    func cancelAll() {
+        let queue = ProcedureQueue(name: "AT-OP-33")
+        queue.isSuspended = true
+        let mains = Atomic<Int>(0)
+        let procedures = (0..<10).map { _ in BlockProcedure { mains.wrappingAdd(1, ordering: .relaxed) } }
+        queue.addProcedures(procedures, waitUntilFinished: false)
+        let single = BlockProcedure { mains.wrappingAdd(1, ordering: .relaxed) }
+        queue.addProcedure(single)
+        single.cancel()
+        queue.cancelAll()
+        let later = BlockProcedure {}  // added after cancelAll: not cancelled
+        queue.addProcedure(later)
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        let mainCount = mains.load(ordering: .relaxed)
+        #expect(mainCount == 0)
+        #expect(procedures.allSatisfy { $0.isFinished && $0.isCancelled })
+        #expect(single.isFinished)
+        #expect(later.isFinished && !later.isCancelled)
+    }
+
+    @Test("AT-OP-36: suspending does not pause running procedures")
+    func suspensionStopsOnlyStarting() {
+        let queue = ProcedureQueue(name: "AT-OP-36")
+        let long = BlockProcedure { procSleep(100) }
+        queue.addProcedure(long)
+        #expect(procWaitUntil { long.isExecuting })
+        procSleep(10)
+        queue.isSuspended = true
+        #expect(queue.isSuspended)
+        let started = Atomic<Int>(0)
+        let waiting = (0..<5).map { _ in BlockProcedure { started.wrappingAdd(1, ordering: .relaxed) } }
+        queue.addProcedures(waiting, waitUntilFinished: false)
+        #expect(procWaitUntil { long.isFinished })  // it completed while suspended
+        procSleep(50)
+        let startedWhileSuspended = started.load(ordering: .relaxed)
+        #expect(startedWhileSuspended == 0)
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        let startedAfter = started.load(ordering: .relaxed)
+        #expect(startedAfter == 5)
+    }
+
+    // MARK: Barriers
+
+    @Test func barrierWaitsForEverythingBeforeAndBlocksEverythingAfter() {
+        let queue = ProcedureQueue(name: "barrier")
+        let log = ProcLog()
+        let inFlight = ProcInFlight()
+        let alone = ProcBox(false)
+        for _ in 0..<8 {
+            queue.addBlock {
+                inFlight.enter()
+                procSleep(5)
+                log.append("before")
+                inFlight.exit()
+            }
+        }
+        let barrier = queue.addBarrierBlock {
+            inFlight.enter()
+            alone.value = inFlight.now == 1
+            log.append("barrier")
+            procSleep(5)
+            inFlight.exit()
+        }
+        for _ in 0..<8 {
+            queue.addBlock {
+                inFlight.enter()
+                log.append("after")
+                inFlight.exit()
+            }
+        }
+        queue.waitUntilAllFinished()
+        #expect(log.lines == Array(repeating: "before", count: 8) + ["barrier"] + Array(repeating: "after", count: 8))
+        #expect(alone.value)
+        #expect(barrier.isFinished)
+    }
+
+    @Test func barriersInARowAndOnAnEmptyQueue() {
+        let queue = ProcedureQueue(name: "barriers")
+        let log = ProcLog()
+        queue.addBarrierBlock { log.append("b1") }
+        queue.addBarrierBlock { log.append("b2") }
+        queue.addBlock { log.append("x") }
+        queue.addBarrierBlock { log.append("b3") }
+        queue.addBarrierBlock { log.append("b4") }
+        queue.addBlock { log.append("y") }
+        queue.waitUntilAllFinished()
+        #expect(log.lines == ["b1", "b2", "x", "b3", "b4", "y"])
+    }
+
+    @Test func barrierWaitsForAProcedureBlockedOnAnotherQueue() {
+        let queue = ProcedureQueue(name: "barrier-deps")
+        let other = ProcedureQueue(name: "barrier-other")
+        other.isSuspended = true
+        let log = ProcLog()
+        let external = BlockProcedure { log.append("external") }
+        let waiting = BlockProcedure { log.append("waiting") }
+        waiting.addDependency(external)
+        queue.addProcedure(waiting)
+        queue.addBarrierBlock { log.append("barrier") }
+        queue.addBlock { log.append("after") }
+        other.addProcedure(external)
+        procSleep(30)
+        #expect(log.lines.isEmpty)
+        other.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(log.lines == ["external", "waiting", "barrier", "after"])
+    }
+
+    @Test func cancelledBarrierStillReleasesWhatFollows() {
+        let queue = ProcedureQueue(name: "barrier-cancel")
+        queue.isSuspended = true
+        let log = ProcLog()
+        queue.addBlock { log.append("before") }
+        let barrier = queue.addBarrierBlock { log.append("barrier") }
+        queue.addBlock { log.append("after") }
+        barrier.cancel()
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(log.lines == ["before", "after"])
+    }
+
+    // MARK: Waiting
+
+    @Test("AT-OP-29: the three ways to add work")
+    func threeWaysToAdd() {
+        let queue = ProcedureQueue(name: "AT-OP-29")
+        let count = Atomic<Int>(0)
+        let single = BlockProcedure { count.wrappingAdd(1, ordering: .relaxed) }
+        queue.addProcedure(single)
+        let batch = (0..<3).map { _ in BlockProcedure { procSleep(10); count.wrappingAdd(1, ordering: .relaxed) } }
+        queue.addProcedures(batch, waitUntilFinished: true)
+        #expect(batch.allSatisfy { $0.isFinished })  // returned only after all had finished
+
+        queue.isSuspended = true
+        let held = BlockProcedure { count.wrappingAdd(1, ordering: .relaxed) }
+        queue.addProcedures([held], waitUntilFinished: false)  // returns at once
+        #expect(!held.isFinished)
+        let block = queue.addBlock { count.wrappingAdd(1, ordering: .relaxed) }
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(held.isFinished && block.isFinished)
+        let total = count.load(ordering: .relaxed)
+        #expect(total == 6)
+    }
+
+    @Test("AT-OP-35: waitUntilAllFinished also waits for procedures added while it waits")
+    func waitSeesLateAdditions() {
+        let queue = ProcedureQueue(name: "AT-OP-35")
+        let addingDone = ProcBox(false)
+        let count = Atomic<Int>(0)
+        // Keeps the queue non-empty until the other thread is done adding.
+        queue.addBlock { _ = procWaitUntil { addingDone.value } }
+        procDetach {
+            for _ in 0..<10 {
+                queue.addBlock {
+                    procSleep(10)
+                    count.wrappingAdd(1, ordering: .relaxed)
+                }
+                procSleep(5)
+            }
+            addingDone.value = true
+        }
+        queue.waitUntilAllFinished()
+        let total = count.load(ordering: .relaxed)
+        #expect(total == 10)
+        #expect(queue.procedureCount == 0)
+    }
+
+    @Test func waitUntilAllFinishedAlsoWaitsForCompletionBlocks() {
+        let queue = ProcedureQueue(name: "completion-wait")
+        let done = ProcBox(false)
+        let procedure = BlockProcedure {}
+        procedure.completionBlock = {
+            procSleep(20)
+            done.value = true
+        }
+        queue.addProcedure(procedure)
+        queue.waitUntilAllFinished()
+        #expect(done.value)
+    }
+
+    @Test func asyncWaiting() async {
+        let queue = ProcedureQueue(name: "async-wait")
+        let procedures = (0..<10).map { _ in BlockProcedure { procSleep(2) } }
+        await queue.addProcedures(procedures, waitUntilFinished: true)
+        #expect(procedures.allSatisfy { $0.isFinished })
+        let last = queue.addBlock { procSleep(5) }
+        await queue.waitUntilAllFinished()
+        #expect(last.isFinished)
+        #expect(queue.procedureCount == 0)
+        await queue.addProcedures([], waitUntilFinished: true)
+        await queue.waitUntilAllFinished()  // empty: at once
+    }
+
+    @Test("AT-OP-37: batching with completion blocks keeps the queue shallow")
+    func batching() {
+        let queue = ProcedureQueue(name: "AT-OP-37")
+        let ran = Atomic<Int>(0)
+        let deepest = ProcInFlight()
+        let batches = ProcBox(0)
+        @Sendable func enqueueBatch() {
+            let count = batches.update { value -> Int in value += 1; return value }
+            let work = (0..<10).map { _ in
+                BlockProcedure {
+                    ran.wrappingAdd(1, ordering: .relaxed)
+                    deepest.enter()  // records the depth seen
+                    deepest.exit()
+                }
+            }
+            let last = BlockProcedure {}
+            for procedure in work { last.addDependency(procedure) }
+            if count < 10 {
+                last.completionBlock = { enqueueBatch() }
+            }
+            queue.addProcedures(work + [last], waitUntilFinished: false)
+        }
+        let depth = ProcBox(0)
+        let sampler = BlockProcedure {}
+        _ = sampler
+        enqueueBatch()
+        // Sample the depth while it runs.
+        while batches.value < 10 || queue.procedureCount > 0 {
+            depth.update { $0 = max($0, queue.procedureCount) }
+            procSleep(1)
+        }
+        queue.waitUntilAllFinished()
+        let total = ran.load(ordering: .relaxed)
+        #expect(total == 100)
+        #expect(depth.value <= 11)
+    }
+
+    // MARK: Queues
+
+    @Test("AT-OP-28: the queue keeps no reference to finished procedures")
+    func queueKeepsNoReference() {
+        let queue = ProcedureQueue(name: "AT-OP-28")
+        weak var weakProcedure: Procedure?
+        do {
+            let procedure = BlockProcedure { procSleep(5) }
+            weakProcedure = procedure
+            queue.addProcedure(procedure)
+            #expect(queue.procedureCount <= 1)
+            queue.waitUntilAllFinished()
+            #expect(procedure.isFinished)  // our reference still answers
+            #expect(queue.procedures.isEmpty)
+            #expect(queue.procedureCount == 0)
+        }
+        #expect(weakProcedure == nil)
+    }
+
+    @Test func proceduresSnapshot() {
+        let queue = ProcedureQueue(name: "snapshot")
+        queue.isSuspended = true
+        let procedures = (0..<3).map { _ in BlockProcedure {} }
+        queue.addProcedures(procedures, waitUntilFinished: false)
+        let snapshot = queue.procedures
+        #expect(snapshot.count == 3)
+        #expect(zip(snapshot, procedures).allSatisfy { $0 === $1 })
+        #expect(queue.procedureCount == 3)
+        queue.isSuspended = false
+        queue.waitUntilAllFinished()
+        #expect(queue.procedures.isEmpty)
+    }
+
+    @Test func currentQueue() {
+        let queue = ProcedureQueue(name: "current")
+        #expect(ProcedureQueue.current == nil)
+        let seen = ProcBox<Bool?>(nil)
+        queue.addBlock { seen.value = ProcedureQueue.current === queue }
+        queue.waitUntilAllFinished()
+        #expect(seen.value == true)
+        #expect(queue.name == "current")
+        #expect(queue.description == "ProcedureQueue 'current'")
+        queue.name = "renamed"
+        #expect(queue.name == "renamed")
+    }
+
+    @Test func serialUnderlyingQueueRunsOneAtATime() {
+        let serial = sq_queue_create("procedure-target", nil)
+        defer { sq_release(UnsafeMutableRawPointer(serial)) }
+        let queue = ProcedureQueue(name: "on-serial")
+        #expect(queue.underlyingQueue == nil)
+        queue.underlyingQueue = serial
+        #expect(queue.underlyingQueue == serial)
+        let inFlight = ProcInFlight()
+        let label = ProcBox<String>("")
+        for _ in 0..<10 {
+            queue.addBlock {
+                inFlight.enter()
+                label.value = String(cString: sq_queue_get_label(nil))
+                procSleep(2)
+                inFlight.exit()
+            }
+        }
+        queue.waitUntilAllFinished()
+        #expect(inFlight.max == 1)
+        #expect(label.value == "procedure-target")
+        queue.underlyingQueue = nil
+        queue.addBlock {}
+        queue.waitUntilAllFinished()
+    }
+
+    @MainActor
+    @Test func mainQueueRunsOnTheMainThread() {
+        guard procIsMainThread() else { return }  // main-actor tests run on the main thread
+        let onMain = ProcBox<Bool?>(nil)
+        let isCurrent = ProcBox<Bool?>(nil)
+        let procedure = BlockProcedure {
+            onMain.value = procIsMainThread()
+            isCurrent.value = ProcedureQueue.current === ProcedureQueue.main
+        }
+        #expect(ProcedureQueue.main.maxConcurrentCount == 1)
+        ProcedureQueue.main.maxConcurrentCount = 4  // ignored on the main queue
+        #expect(ProcedureQueue.main.maxConcurrentCount == 1)
+        ProcedureQueue.main.addProcedure(procedure)
+        let finished = sq_main_queue_run_until(
+            sq_time(SQ_TIME_NOW, 10 * Int64(NSEC_PER_SEC)),
+            { context in
+                Unmanaged<Procedure>.fromOpaque(context!).takeUnretainedValue().isFinished
+            },
+            Unmanaged.passUnretained(procedure).toOpaque())
+        #expect(finished)
+        #expect(onMain.value == true)
+        #expect(isCurrent.value == true)
+    }
+}
