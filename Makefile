@@ -158,6 +158,10 @@ test-asan: deps
 
 bench: lib
 	$(MAKE) --no-print-directory -C Benchmarks ROOT=$(CURDIR) run
+	$(SWIFT) run -c release --package-path Benchmarks/SwiftBench \
+	  --scratch-path $(CURDIR)/.build-bench-swift SwiftBench
+	$(SWIFT) run -c release --package-path Benchmarks/OperationQueueBench \
+	  --scratch-path $(CURDIR)/.build-bench-ops OperationQueueBench
 
 demo: lib
 	@mkdir -p $(BUILD)/examples
