@@ -321,7 +321,12 @@ test_runtime_works_on(void)
 	sq_source_cancel(t);
 	sq_release(d);
 	sq_release(t);
-	sqt_sleep_ms(SQT_SCALE(60, 150));
+	/* Take every unit the handlers gave back before destroying the
+	 * semaphore: a handler may still be inside sq_semaphore_signal, and
+	 * the wait that takes its unit is what orders our release after it. */
+	while (sq_semaphore_wait(works_sem, sq_time(SQ_TIME_NOW,
+			SQT_SCALE(60, 150) * (int64_t)MS)) == 0)
+		;
 	sq_release(works_sem);
 }
 
