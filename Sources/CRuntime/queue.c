@@ -1062,8 +1062,13 @@ sq_queue_set_specific(sq_queue_t q, const void *key, void *ctx,
 	_sq_queue_validate("sq_queue_set_specific", q);
 	if (key == NULL)
 		return;
-	if (_sq_object_is_immortal(q))
-		return; /* global and main queues keep no specifics */
+	if (_sq_object_is_immortal(q)) {
+		/* Global and main queues keep no specifics: the value is not
+		 * stored, so its destructor runs now (nothing leaks). */
+		if (ctx != NULL && destructor != NULL)
+			destructor(ctx);
+		return;
+	}
 
 	struct sq_specific_s *fresh = NULL;
 	if (ctx != NULL) {

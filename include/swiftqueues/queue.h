@@ -127,7 +127,8 @@ sq_queue_get_label(sq_queue_t SQ_NULLABLE queue);
 /*!
  * Associates `context` with `key` on `queue` (NULL context removes it).
  * `destructor`, if given, is called with the old context when it is
- * replaced or removed, or when the queue is destroyed.
+ * replaced or removed, or when the queue is destroyed. Global queues and the
+ * main queue keep no specific data: the destructor runs at once.
  */
 SQ_EXPORT SQ_NOTHROW
 void
