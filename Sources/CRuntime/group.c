@@ -37,22 +37,13 @@
 #define GROUP_GEN_ONE (1ull << 32)
 #define GROUP_GEN_SHIFT 32
 
-/* One registered notification. */
-struct _sq_group_notify_s {
-	struct _sq_group_notify_s *next;
-	sq_queue_t queue; /* internal reference held while registered */
-	void *context;
-	sq_function_t function;
-};
-
 struct sq_group_s {
 	struct sq_object_s object;
 	uint64_t state;
 	sq_spinlock_t notify_lock;
-	struct _sq_group_notify_s *notify_head;  /* FIFO, under notify_lock */
-	struct _sq_group_notify_s **notify_tail;
+	struct sq_notify_s *notify_head;  /* FIFO, under notify_lock */
+	struct sq_notify_s **notify_tail;
 };
-
 
 /* The generation half of the state word, whatever the byte order. */
 static inline uint32_t *
@@ -65,26 +56,13 @@ _sq_group_gen_word(struct sq_group_s *g)
 #endif
 }
 
-/* Submits (and frees) a detached list of notifications, in order. */
-static void
-_sq_group_notify_fire(struct _sq_group_notify_s *n)
-{
-	while (n != NULL) {
-		struct _sq_group_notify_s *next = n->next;
-		sq_async_f(n->queue, n->context, n->function);
-		_sq_release_internal(n->queue);
-		free(n);
-		n = next;
-	}
-}
-
 static void
 _sq_group_dispose(struct sq_object_s *object)
 {
 	struct sq_group_s *g = (struct sq_group_s *)object;
 	/* Empty by construction: notifications are only registered while
 	 * count > 0, and then the group holds itself alive. */
-	_sq_group_notify_fire(g->notify_head);
+	_sq_notify_fire(g->notify_head);
 	_sq_object_free(object);
 }
 
@@ -128,7 +106,7 @@ sq_group_enter(sq_group_t group)
 void
 _sq_group_leave(struct sq_group_s *g)
 {
-	struct _sq_group_notify_s *list = NULL;
+	struct sq_notify_s *list = NULL;
 	bool locked = false;
 	/* Relaxed: a first guess for the CAS loop. */
 	uint64_t old = __atomic_load_n(&g->state, __ATOMIC_RELAXED);
@@ -180,7 +158,7 @@ _sq_group_leave(struct sq_group_s *g)
 	}
 	if (old & GROUP_HAS_WAITERS)
 		_sq_futex_wake(_sq_group_gen_word(g), INT_MAX);
-	_sq_group_notify_fire(list);
+	_sq_notify_fire(list);
 	/* Last: drop the reference taken when the group became non-empty. */
 	_sq_release_internal(g);
 }
@@ -237,7 +215,7 @@ sq_group_notify_f(sq_group_t group, sq_queue_t queue, void *context,
 	_SQ_REQUIRE_FUNCTION("sq_group_notify_f", function);
 	struct sq_group_s *g = group;
 
-	struct _sq_group_notify_s *n = malloc(sizeof(*n));
+	struct sq_notify_s *n = malloc(sizeof(*n));
 	if (n == NULL)
 		_sq_client_crash("sq_group_notify_f", "out of memory");
 	n->next = NULL;

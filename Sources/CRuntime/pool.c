@@ -193,12 +193,6 @@ _sq_pool_width(void)
 	return _sq_pool.width;
 }
 
-bool
-_sq_thread_is_worker(void)
-{
-	return _sq_self != NULL;
-}
-
 /* ---- Local rings ------------------------------------------------------- */
 
 static bool

@@ -707,6 +707,18 @@ _sq_async_group(struct sq_queue_s *q, void *ctx, sq_function_t func,
 }
 
 void
+_sq_notify_fire(struct sq_notify_s *n)
+{
+	while (n != NULL) {
+		struct sq_notify_s *next = n->next;
+		sq_async_f(n->queue, n->context, n->function);
+		_sq_release_internal(n->queue);
+		free(n);
+		n = next;
+	}
+}
+
+void
 sq_async_f(sq_queue_t queue, void *context, sq_function_t function)
 {
 	_sq_async("sq_async_f", queue, context, function, 0);

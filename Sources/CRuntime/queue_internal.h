@@ -140,6 +140,18 @@ SQ_INTERNAL void _sq_async_group(struct sq_queue_s *q, void *ctx,
 		sq_function_t func, struct sq_group_s *g);
 SQ_INTERNAL void _sq_group_leave(struct sq_group_s *g);
 
+/* A pending notification (groups, work items): `function(context)` to be
+ * submitted to `queue`, which it holds an internal reference on. */
+struct sq_notify_s {
+	struct sq_notify_s *next;
+	struct sq_queue_s *queue;
+	void *context;
+	sq_function_t function;
+};
+
+/* Submits, in order, and frees a detached list of notifications. */
+SQ_INTERNAL void _sq_notify_fire(struct sq_notify_s *list);
+
 /* Tells concurrent queue `q` that one of its started tasks finished. */
 SQ_INTERNAL void _sq_concurrent_item_done(struct sq_queue_s *q);
 
@@ -201,8 +213,7 @@ SQ_INTERNAL void _sq_pool_push(int root_index, struct sq_job_s *job);
 /* The number of workers the pool aims to keep running (usable CPUs). */
 SQ_INTERNAL int _sq_pool_width(void);
 
-/* Whether the calling thread is a worker, and inside an sq_apply_f. */
-SQ_INTERNAL bool _sq_thread_is_worker(void);
+/* How deep the calling thread is inside sq_apply_f calls. */
 SQ_INTERNAL extern SQ_TLS int _sq_apply_depth;
 
 /* Whether the calling thread is the process's main thread. */

@@ -27,7 +27,7 @@
  * The object header's context and finalizer belong to the program
  * (sq_set_context); the function's own context is kept apart.
  */
-#include "internal.h"
+#include "queue_internal.h"
 
 #include <stdlib.h>
 
@@ -39,13 +39,6 @@
 
 #define WI_KNOWN_FLAGS SQ_WORKITEM_BARRIER
 
-struct _sq_workitem_notify_s {
-	struct _sq_workitem_notify_s *next;
-	sq_queue_t queue; /* internal reference held while registered */
-	void *context;
-	sq_function_t function;
-};
-
 struct sq_workitem_s {
 	struct sq_object_s object;
 	uint32_t state;
@@ -53,22 +46,9 @@ struct sq_workitem_s {
 	void *function_context;
 	sq_function_t function;
 	sq_spinlock_t notify_lock;
-	struct _sq_workitem_notify_s *notify_head; /* FIFO, under the lock */
-	struct _sq_workitem_notify_s **notify_tail;
+	struct sq_notify_s *notify_head; /* FIFO, under the lock */
+	struct sq_notify_s **notify_tail;
 };
-
-/* Submits (and frees) a detached list of notifications, in order. */
-static void
-_sq_workitem_notify_fire(struct _sq_workitem_notify_s *n)
-{
-	while (n != NULL) {
-		struct _sq_workitem_notify_s *next = n->next;
-		sq_async_f(n->queue, n->context, n->function);
-		_sq_release_internal(n->queue);
-		free(n);
-		n = next;
-	}
-}
 
 static void
 _sq_workitem_dispose(struct sq_object_s *object)
@@ -77,7 +57,7 @@ _sq_workitem_dispose(struct sq_object_s *object)
 	/* An item destroyed before it ran or was cancelled can never run
 	 * now: like libdispatch's blocks, it counts as done, and pending
 	 * notifications are submitted rather than dropped. */
-	_sq_workitem_notify_fire(item->notify_head);
+	_sq_notify_fire(item->notify_head);
 	_sq_object_free(object);
 }
 
@@ -114,11 +94,11 @@ _sq_workitem_finished(struct sq_workitem_s *item, uint32_t old)
 		/* The lock waits out a registration that set NOTIFS and is
 		 * still appending; later ones see FINISHED and submit. */
 		sq_spinlock_lock(&item->notify_lock);
-		struct _sq_workitem_notify_s *list = item->notify_head;
+		struct sq_notify_s *list = item->notify_head;
 		item->notify_head = NULL;
 		item->notify_tail = &item->notify_head;
 		sq_spinlock_unlock(&item->notify_lock);
-		_sq_workitem_notify_fire(list);
+		_sq_notify_fire(list);
 	}
 }
 
@@ -250,7 +230,7 @@ sq_workitem_notify_f(sq_workitem_t item, sq_queue_t queue, void *context,
 	_sq_object_validate("sq_workitem_notify_f", queue);
 	_SQ_REQUIRE_FUNCTION("sq_workitem_notify_f", function);
 
-	struct _sq_workitem_notify_s *n = malloc(sizeof(*n));
+	struct sq_notify_s *n = malloc(sizeof(*n));
 	if (n == NULL)
 		_sq_client_crash("sq_workitem_notify_f", "out of memory");
 	n->next = NULL;
