@@ -37,6 +37,13 @@ let package = Package(
             dependencies: ["SwiftQueues"],
             path: "Examples/SwiftQueuesDemo"
         ),
+        // A program the tests start: swift test bodies never run on the
+        // process's main thread, so the main queue is checked from here.
+        .executableTarget(
+            name: "MainQueueChecks",
+            dependencies: ["SwiftQueues"],
+            path: "Tests/MainQueueChecks"
+        ),
         .testTarget(
             name: "SwiftQueuesTests",
             dependencies: ["SwiftQueues"],

@@ -114,6 +114,7 @@ struct sq_source_s {
 	bool always_ready;       /* regular files: epoll cannot watch them */
 	bool stale;              /* its descriptor was closed and reused */
 	bool tracked;            /* on the descriptor list */
+	bool fd_eof;             /* end of file delivered (delivery side) */
 	struct event *ev;        /* descriptor or pidfd watch */
 	int pidfd;
 	int wd;                  /* inotify watch */

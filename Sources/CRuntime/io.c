@@ -22,7 +22,20 @@
  * Operations are started in the order they were issued; a barrier waits for
  * every operation before it and holds back those after it. Each operation
  * delivers on a serial queue (the program's, or one made to target it), so
- * the calls of one operation never overlap and arrive in order.
+ * the calls of one operation never overlap and arrive in order. Writes
+ * report progress as libdispatch does: after a system call, if at least
+ * low water bytes went out since the last report (a call moves at most
+ * high water bytes minus what is unreported, so no step exceeds high
+ * water), or at an interval tick.
+ *
+ * Descriptors live in an entry (struct sq_io_fd_s) that channels made with
+ * sq_io_create_with_io share: each holds a count from its setup until its
+ * sources have let go, and the last one restores the flags, closes a file
+ * it opened and schedules every sharer's cleanup handler. Channels made
+ * from a path open their file only with a slot of the global open-file
+ * limit (_sq_io_slots); without one their operations stay in the wait
+ * list, and the channel waits in a FIFO line until a slot is given back
+ * (no thread blocks).
  */
 #include "queue_internal.h"
 
@@ -31,6 +44,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -52,6 +66,8 @@ struct sq_io_op_s {
 	off_t offset;             /* random access: where the next chunk goes */
 	size_t length;            /* reads: bytes still wanted (SIZE_MAX: all) */
 	sq_data_t pending;        /* reads: not yet delivered; writes: unwritten */
+	size_t undelivered;       /* writes: written since the last report */
+	size_t chunk_max;         /* writes on the I/O threads: bytes per call */
 	sq_queue_t dq;            /* delivery queue (serial), retained */
 	void *ctx;
 	sq_io_handler_function_t handler;
@@ -75,6 +91,10 @@ struct sq_io_s {
 	int oflag;
 	mode_t mode;
 	int fd_pub;               /* for sq_io_get_descriptor; atomic */
+	struct sq_io_s *from;     /* sq_io_create_with_io: until attached */
+	/* The open-file line (_sq_io_slots.lock). */
+	struct sq_io_s *slot_next, *slot_prev;
+	bool slot_listed;
 	/* Parameters: set from any thread, read on q; relaxed atomics (a
 	 * setting takes effect from some later delivery on). */
 	size_t low;
@@ -83,13 +103,14 @@ struct sq_io_s {
 	unsigned long interval_flags;
 	/* ---- q only ---- */
 	int fd;
+	struct sq_io_fd_s *fde;   /* from setup until done with it */
+	struct sq_io_s *fde_next; /* the entry's waiting list (its lock) */
 	bool setup_done;
-	bool own_fd;              /* opened from the path: ours to close */
+	bool slot_wait;           /* in the open-file line */
+	bool slot_held;           /* got a slot, file not open yet */
 	bool is_file;             /* regular file: the I/O threads */
 	bool is_sock;
 	bool can_read, can_write;
-	int orig_flags;
-	bool flags_changed;
 	off_t base;
 	int err;                  /* the channel's error (setup, EBADF) */
 	bool closed;              /* later operations fail (ECANCELED) */
@@ -110,6 +131,7 @@ struct sq_io_s {
 };
 
 static void _sq_io_pump(struct sq_io_s *ch);
+static void _sq_io_cleanup_run(void *ctx);
 static void _sq_io_stream_read(struct sq_io_s *ch);
 static void _sq_io_stream_write(struct sq_io_s *ch);
 static void _sq_io_file_submit(struct sq_io_op_s *op);
@@ -241,6 +263,242 @@ sq_io_set_interval(sq_io_t ch, uint64_t interval, sq_io_interval_flags_t flags)
 	sq_async_f(ch->q, ch, _sq_io_update_timer);
 }
 
+/* ---- Open-file slots ----------------------------------------------------- */
+
+/*
+ * The global limit on files opened by path channels: `free` slots, and a
+ * FIFO line of channels waiting for one. A slot given back goes straight to
+ * the first channel in line (posted to its queue), so `free` is 0 whenever
+ * the line is not empty. The lock is held for a few instructions only.
+ */
+static struct {
+	pthread_mutex_t lock;
+	bool init;
+	long free;
+	struct sq_io_s *head, *tail;
+} _sq_io_slots = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+/* SQ_IO_MAX_OPEN_FILES if it is a positive number, else half the soft
+ * RLIMIT_NOFILE (getdtablesize() / 2). */
+static long
+_sq_io_slots_limit(void)
+{
+	const char *env = getenv("SQ_IO_MAX_OPEN_FILES");
+	if (env != NULL && *env != '\0') {
+		char *end;
+		long n = strtol(env, &end, 10);
+		if (*end == '\0' && n > 0)
+			return n;
+	}
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return 512;
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur / 2 > (rlim_t)INT32_MAX)
+		return INT32_MAX;
+	long n = (long)(rl.rlim_cur / 2);
+	return n > 0 ? n : 1;
+}
+
+static void _sq_io_slot_granted(void *ctx);
+
+/* Takes a slot for `ch` (q), or puts it in line: true if it got one. */
+static bool
+_sq_io_slot_get(struct sq_io_s *ch)
+{
+	pthread_mutex_lock(&_sq_io_slots.lock);
+	if (!_sq_io_slots.init) {
+		_sq_io_slots.free = _sq_io_slots_limit(); /* read once */
+		_sq_io_slots.init = true;
+	}
+	bool got = _sq_io_slots.free > 0;
+	if (got) {
+		_sq_io_slots.free--;
+	} else {
+		_sq_retain_internal(ch); /* the line's; goes to the grant */
+		ch->slot_next = NULL;
+		ch->slot_prev = _sq_io_slots.tail;
+		if (_sq_io_slots.tail)
+			_sq_io_slots.tail->slot_next = ch;
+		else
+			_sq_io_slots.head = ch;
+		_sq_io_slots.tail = ch;
+		ch->slot_listed = true;
+	}
+	pthread_mutex_unlock(&_sq_io_slots.lock);
+	return got;
+}
+
+static void
+_sq_io_slot_unlink(struct sq_io_s *ch)
+{
+	if (ch->slot_prev)
+		ch->slot_prev->slot_next = ch->slot_next;
+	else
+		_sq_io_slots.head = ch->slot_next;
+	if (ch->slot_next)
+		ch->slot_next->slot_prev = ch->slot_prev;
+	else
+		_sq_io_slots.tail = ch->slot_prev;
+	ch->slot_listed = false;
+}
+
+/* Gives a slot back: to the first channel in line, if there is one. */
+static void
+_sq_io_slot_put(void)
+{
+	pthread_mutex_lock(&_sq_io_slots.lock);
+	struct sq_io_s *next = _sq_io_slots.head;
+	if (next)
+		_sq_io_slot_unlink(next);
+	else
+		_sq_io_slots.free++;
+	pthread_mutex_unlock(&_sq_io_slots.lock);
+	if (next) /* the line's reference goes with it */
+		sq_async_f(next->q, next, _sq_io_slot_granted);
+}
+
+/* Leaves the line (q). False if a slot is already on its way to `ch`:
+ * _sq_io_slot_granted then passes it on. */
+static bool
+_sq_io_slot_cancel(struct sq_io_s *ch)
+{
+	pthread_mutex_lock(&_sq_io_slots.lock);
+	bool listed = ch->slot_listed;
+	if (listed)
+		_sq_io_slot_unlink(ch);
+	pthread_mutex_unlock(&_sq_io_slots.lock);
+	if (listed)
+		_sq_release_internal(ch); /* the line's */
+	return listed;
+}
+
+static void
+_sq_io_slot_granted(void *ctx)
+{
+	struct sq_io_s *ch = ctx;
+	ch->slot_wait = false;
+	if (ch->cleaned) {
+		_sq_io_slot_put(); /* done while in line: pass it on */
+	} else {
+		ch->slot_held = true;
+		_sq_io_pump(ch);
+	}
+	_sq_release_internal(ch);
+}
+
+/* Whether the channel may start its next operation (q): a path channel
+ * opens its file only with a slot, and asks for one first. */
+static bool
+_sq_io_ready(struct sq_io_s *ch)
+{
+	if (ch->path == NULL || ch->setup_done || ch->stopped ||
+			ch->err != 0 || ch->slot_held)
+		return true;
+	if (ch->slot_wait)
+		return false;
+	if (_sq_io_slot_get(ch)) {
+		ch->slot_held = true;
+		return true;
+	}
+	ch->slot_wait = true; /* _sq_io_slot_granted pumps again */
+	return false;
+}
+
+/* ---- Descriptors ---------------------------------------------------------- */
+
+/*
+ * A descriptor and what the channels using it changed. Touched from the
+ * queues of every channel sharing it: `lock` guards `refs`, `waiters` and
+ * the flag fields, and orders each sharer's writes before the last one's
+ * cleanup (which reads their channels).
+ */
+struct sq_io_fd_s {
+	pthread_mutex_t lock;
+	int fd;
+	int refs;                 /* channels set up on it and not yet done */
+	bool own;                 /* opened from a path: close, give the slot */
+	bool nonblock_set;        /* we added O_NONBLOCK: restore orig_flags */
+	int orig_flags;
+	struct sq_io_s *waiters;  /* done; their cleanup waits for the rest */
+};
+
+static struct sq_io_fd_s *
+_sq_io_fd_new(int fd, bool own)
+{
+	struct sq_io_fd_s *e = calloc(1, sizeof(*e));
+	if (e == NULL)
+		_sq_client_crash("sq_io", "out of memory");
+	pthread_mutex_init(&e->lock, NULL);
+	e->fd = fd;
+	e->refs = 1;
+	e->own = own;
+	return e;
+}
+
+/* Another channel starts using `e` (on the queue of one that holds it,
+ * so refs > 0). */
+static void
+_sq_io_fd_share(struct sq_io_fd_s *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->refs++;
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* Streams need a non-blocking descriptor; its flags are restored when
+ * the last sharer is done. */
+static void
+_sq_io_fd_nonblock(struct sq_io_fd_s *e)
+{
+	pthread_mutex_lock(&e->lock);
+	int fl = fcntl(e->fd, F_GETFL);
+	if (!e->nonblock_set && fl >= 0 && !(fl & O_NONBLOCK) &&
+			fcntl(e->fd, F_SETFL, fl | O_NONBLOCK) == 0) {
+		e->nonblock_set = true;
+		e->orig_flags = fl;
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* `ch` is done with its descriptor (q; its cleanup reference taken). The
+ * last sharer hands the descriptor back and schedules every cleanup. */
+static void
+_sq_io_fd_detach(struct sq_io_s *ch)
+{
+	struct sq_io_fd_s *e = ch->fde;
+	ch->fde = NULL;
+	pthread_mutex_lock(&e->lock);
+	ch->fde_next = e->waiters;
+	e->waiters = ch;
+	bool last = --e->refs == 0;
+	pthread_mutex_unlock(&e->lock);
+	if (!last)
+		return;
+	if (e->nonblock_set)
+		fcntl(e->fd, F_SETFL, e->orig_flags);
+	if (e->own) {
+		close(e->fd);
+		_sq_io_slot_put();
+	}
+	/* Newest first: reverse, so cleanups run in the order channels
+	 * finished. No one else can reach the list now. */
+	struct sq_io_s *list = NULL, *w = e->waiters;
+	while (w) {
+		struct sq_io_s *next = w->fde_next;
+		w->fde_next = list;
+		list = w;
+		w = next;
+	}
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+	while ((w = list) != NULL) {
+		list = w->fde_next;
+		sq_async_f(w->cleanup_q, w, _sq_io_cleanup_run);
+	}
+}
+
 /* ---- Setup (q) --------------------------------------------------------- */
 
 /* Opens a path channel's file and learns what the descriptor is. Returns
@@ -251,23 +509,33 @@ _sq_io_setup(struct sq_io_s *ch)
 	if (ch->setup_done)
 		return ch->err == 0;
 	ch->setup_done = true;
-	if (ch->err == 0 && ch->path != NULL) {
-		int fd = open(ch->path, ch->oflag | O_CLOEXEC, ch->mode);
+	if (ch->err != 0)
+		return false; /* from sq_io_create_with_io */
+	if (ch->fde == NULL && ch->path != NULL) {
+		/* _sq_io_ready got us a slot. */
+		int fd;
+		do
+			fd = open(ch->path, ch->oflag | O_CLOEXEC, ch->mode);
+		while (fd < 0 && errno == EINTR);
+		ch->slot_held = false;
 		if (fd < 0) {
 			ch->err = errno;
+			_sq_io_slot_put();
 			return false;
 		}
-		ch->fd = fd;
-		ch->own_fd = true;
-		__atomic_store_n(&ch->fd_pub, fd, __ATOMIC_RELAXED); /* value */
+		ch->fde = _sq_io_fd_new(fd, true); /* takes over the slot */
 	}
+	int fd = ch->fde ? ch->fde->fd : ch->fd;
 	struct stat st;
-	int fl = fcntl(ch->fd, F_GETFL);
-	if (ch->fd < 0 || fl < 0 || fstat(ch->fd, &st) != 0) {
+	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	if (fl < 0 || fstat(fd, &st) != 0) {
 		ch->err = EBADF;
 		return false;
 	}
-	ch->orig_flags = fl;
+	if (ch->fde == NULL)
+		ch->fde = _sq_io_fd_new(fd, false);
+	ch->fd = fd;
+	__atomic_store_n(&ch->fd_pub, fd, __ATOMIC_RELAXED); /* a value */
 	ch->can_read = (fl & O_ACCMODE) != O_WRONLY;
 	ch->can_write = (fl & O_ACCMODE) != O_RDONLY;
 	ch->is_file = S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
@@ -277,13 +545,89 @@ _sq_io_setup(struct sq_io_s *ch)
 			ch->err = ESPIPE;
 			return false;
 		}
-		off_t pos = lseek(ch->fd, 0, SEEK_CUR);
+		off_t pos = lseek(fd, 0, SEEK_CUR);
 		ch->base = pos > 0 ? pos : 0;
-	} else if (!ch->is_file && !(fl & O_NONBLOCK)) {
-		if (fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) == 0)
-			ch->flags_changed = true;
+	} else if (!ch->is_file) {
+		_sq_io_fd_nonblock(ch->fde);
 	}
 	return true;
+}
+
+/* ---- A channel from a channel -------------------------------------------- */
+
+/*
+ * On the first channel's queue, where its state may be read: decides what
+ * the new channel works on (libdispatch's rules), then lets its queue run
+ * the operations posted meanwhile.
+ */
+static void
+_sq_io_attach(void *ctx)
+{
+	struct sq_io_s *ch = ctx;
+	struct sq_io_s *in = ch->from;
+	int err = 0;
+	if (in->closed) {
+		err = ECANCELED;
+	} else if (in->path != NULL) {
+		/* Its own descriptor, opened lazily from the same path; a
+		 * second O_TRUNC or O_EXCL would wipe out or refuse the file
+		 * the first channel made. */
+		if (in->setup_done && in->err != 0) {
+			err = in->err;
+		} else {
+			ch->path = strdup(in->path);
+			if (ch->path == NULL)
+				_sq_client_crash("sq_io_create_with_io",
+						"out of memory");
+			ch->oflag = in->oflag & ~(O_TRUNC | O_EXCL);
+			ch->mode = in->mode;
+		}
+	} else if (!_sq_io_setup(in)) {
+		err = in->err;
+	} else if (ch->type == SQ_IO_RANDOM && !in->is_file) {
+		err = ESPIPE; /* a pipe, socket or tty cannot seek */
+	} else {
+		_sq_io_fd_share(in->fde);
+		ch->fde = in->fde;
+		ch->fd = in->fde->fd;
+		__atomic_store_n(&ch->fd_pub, ch->fd, __ATOMIC_RELAXED); /* value */
+	}
+	ch->err = err;
+	ch->from = NULL;
+	_sq_release_internal(in);
+	/* The resume (a seq_cst update of the queue's state, then the
+	 * queue's hand-off to a worker) orders the plain writes above before
+	 * the new channel's own work, as any sq_async does. */
+	sq_resume(ch->q);
+	_sq_release_internal(ch);
+}
+
+sq_io_t
+sq_io_create_with_io_f(sq_io_type_t type, sq_io_t in, sq_queue_t queue,
+		void *ctx, sq_io_cleanup_function_t cleanup)
+{
+	_sq_object_validate("sq_io_create_with_io", in);
+	if (in->obj.vtable != &_sq_io_vtable)
+		_sq_client_crash("sq_io_create_with_io", "%s '%s' is not an "
+				"I/O channel", in->obj.vtable->kind,
+				_sq_object_label(in));
+	/* A released channel may still be alive (operations pending): using
+	 * it is the program's error all the same. Relaxed: a misuse check,
+	 * as in _sq_object_validate. */
+	if (__atomic_load_n(&in->obj.xref, __ATOMIC_RELAXED) <= 0)
+		_sq_client_crash("sq_io_create_with_io", "%s '%s' was already "
+				"released", in->obj.vtable->kind,
+				_sq_object_label(in));
+	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup);
+	if (ch == NULL)
+		return NULL;
+	/* Operations wait on its queue until _sq_io_attach resumes it. */
+	sq_suspend(ch->q);
+	_sq_retain_internal(in); /* both released by _sq_io_attach */
+	_sq_retain_internal(ch);
+	ch->from = in;
+	sq_async_f(in->q, ch, _sq_io_attach);
+	return ch;
 }
 
 /* ---- Delivery ---------------------------------------------------------- */
@@ -352,6 +696,60 @@ _sq_io_read_progress(struct sq_io_op_s *op, bool tick)
 		_sq_io_deliver(op, false, op->pending, 0);
 		op->pending = sq_data_empty;
 	}
+}
+
+/*
+ * Reports a write's progress, as the water marks allow: the handler gets
+ * the bytes still to be written. At once when high water bytes went out
+ * since the last report; else at low water, or with an interval only at a
+ * tick (at low water, or any amount when strict).
+ */
+static void
+_sq_io_write_progress(struct sq_io_op_s *op, bool tick)
+{
+	struct sq_io_s *ch = op->ch;
+	size_t n = op->undelivered;
+	if (n == 0)
+		return;
+	size_t high = __atomic_load_n(&ch->high, __ATOMIC_RELAXED);
+	size_t low = __atomic_load_n(&ch->low, __ATOMIC_RELAXED);
+	bool interval = __atomic_load_n(&ch->interval, __ATOMIC_RELAXED) != 0;
+	bool strict = __atomic_load_n(&ch->interval_flags, __ATOMIC_RELAXED) &
+			SQ_IO_STRICT_INTERVAL;
+	bool go;
+	if (n >= high)
+		go = true;
+	else if (interval)
+		go = tick && (n >= low || strict);
+	else
+		go = n >= low;
+	if (!go)
+		return;
+	op->undelivered = 0;
+	sq_retain(op->pending);
+	_sq_io_deliver(op, false, op->pending, 0);
+}
+
+/* A write system call moved `n` bytes of `op` (its pending already
+ * trimmed): the last one is reported by the final call only. */
+static void
+_sq_io_write_moved(struct sq_io_op_s *op, size_t n)
+{
+	if (n == 0 || sq_data_get_size(op->pending) == 0)
+		return;
+	op->undelivered += n;
+	_sq_io_write_progress(op, false);
+}
+
+/* How many bytes the next write system call of `op` may move: no report
+ * step may exceed high water. */
+static size_t
+_sq_io_write_room(struct sq_io_op_s *op)
+{
+	size_t high = __atomic_load_n(&op->ch->high, __ATOMIC_RELAXED);
+	/* high >= 1; undelivered >= high only if high was just lowered. */
+	size_t room = high > op->undelivered ? high - op->undelivered : high;
+	return room < SQ_IO_FILE_CHUNK ? room : SQ_IO_FILE_CHUNK;
 }
 
 static void
@@ -580,6 +978,7 @@ struct sq_iov_s {
 	struct iovec iov[SQ_IO_IOV];
 	int count;
 	size_t bytes;
+	size_t limit; /* at most this many bytes (>= 1) */
 };
 
 static bool
@@ -587,11 +986,14 @@ _sq_io_collect(void *ctx, sq_data_t region, size_t offset, const void *buf,
 		size_t size)
 {
 	struct sq_iov_s *v = ctx;
+	size_t take = v->limit - v->bytes;
+	if (size < take)
+		take = size;
 	v->iov[v->count].iov_base = (void *)buf;
-	v->iov[v->count].iov_len = size;
+	v->iov[v->count].iov_len = take;
 	v->count++;
-	v->bytes += size;
-	return v->count < SQ_IO_IOV && v->bytes < SQ_IO_FILE_CHUNK;
+	v->bytes += take;
+	return v->count < SQ_IO_IOV && v->bytes < v->limit;
 }
 
 /* writev that reports EPIPE instead of raising SIGPIPE. */
@@ -650,7 +1052,8 @@ _sq_io_stream_write(struct sq_io_s *ch)
 			wait = true; /* the write source fires while writable */
 			break;
 		}
-		struct sq_iov_s v = { .count = 0 };
+		struct sq_iov_s v = { .count = 0,
+				.limit = _sq_io_write_room(op) };
 		sq_data_apply_f(op->pending, &v, _sq_io_collect);
 		ssize_t n = _sq_io_writev(ch, v.iov, v.count);
 		if (n >= 0) {
@@ -658,6 +1061,7 @@ _sq_io_stream_write(struct sq_io_s *ch)
 					(size_t)n, SIZE_MAX);
 			sq_release(op->pending);
 			op->pending = rest;
+			_sq_io_write_moved(op, (size_t)n);
 			continue;
 		}
 		int e = errno;
@@ -733,7 +1137,7 @@ _sq_io_file_chunk(struct sq_io_op_s *op)
 		}
 		op->chunk_buf = buf;
 	} else {
-		struct sq_iov_s v = { .count = 0 };
+		struct sq_iov_s v = { .count = 0, .limit = op->chunk_max };
 		sq_data_apply_f(op->pending, &v, _sq_io_collect);
 		ssize_t n;
 		do {
@@ -828,6 +1232,8 @@ static void
 _sq_io_file_submit(struct sq_io_op_s *op)
 {
 	op->inflight = true;
+	if (op->kind == SQ_IO_OP_WRITE) /* the pool's lock publishes it */
+		op->chunk_max = _sq_io_write_room(op);
 	_sq_io_pool_push(op);
 }
 
@@ -849,10 +1255,14 @@ _sq_io_file_result(void *ctx)
 {
 	struct sq_io_op_s *op = ctx;
 	struct sq_io_s *ch = op->ch;
+	/* Finishing `op` may drop what was the channel's last reference
+	 * (the program released it): hold it until we are done with it. */
+	_sq_retain_internal(ch);
 	op->inflight = false;
 	ssize_t n = op->chunk_n;
 	int err = 0;
 	bool done = false;
+	size_t moved = 0; /* writes */
 	if (op->kind == SQ_IO_OP_READ) {
 		if (n > 0) {
 			sq_data_t d = sq_data_create(op->chunk_buf, (size_t)n,
@@ -876,6 +1286,7 @@ _sq_io_file_result(void *ctx)
 			sq_release(op->pending);
 			op->pending = rest;
 			op->offset += n;
+			moved = (size_t)n;
 			done = sq_data_get_size(rest) == 0;
 			if (n == 0 && !done) {
 				done = true;
@@ -896,11 +1307,14 @@ _sq_io_file_result(void *ctx)
 		_sq_io_file_next(ch, op);
 		_sq_io_op_finish(op, err, true);
 		_sq_io_pump(ch);
-		return;
+	} else {
+		if (op->kind == SQ_IO_OP_READ)
+			_sq_io_read_progress(op, false);
+		else
+			_sq_io_write_moved(op, moved);
+		_sq_io_file_submit(op);
 	}
-	if (op->kind == SQ_IO_OP_READ)
-		_sq_io_read_progress(op, false);
-	_sq_io_file_submit(op);
+	_sq_release_internal(ch);
 }
 
 /* ---- Starting operations (q) ------------------------------------------- */
@@ -977,6 +1391,8 @@ _sq_io_pump(struct sq_io_s *ch)
 	while ((op = ch->wait_head) != NULL) {
 		if (op->kind == SQ_IO_OP_BARRIER && ch->nactive > 0)
 			break;
+		if (!_sq_io_ready(ch))
+			break; /* waiting for an open-file slot */
 		ch->wait_head = op->next;
 		if (ch->wait_head == NULL)
 			ch->wait_tail = NULL;
@@ -1010,8 +1426,13 @@ _sq_io_enqueue(void *ctx)
 	else
 		ch->wait_head = op;
 	ch->wait_tail = op;
-	if (ch->wait_head == op)
+	if (ch->wait_head == op) {
+		/* The pump may finish `op` and with it the channel's last
+		 * reference: hold it. */
+		_sq_retain_internal(ch);
 		_sq_io_pump(ch);
+		_sq_release_internal(ch);
+	}
 }
 
 static struct sq_io_op_s *
@@ -1093,9 +1514,14 @@ _sq_io_tick(void *ctx)
 	struct sq_io_s *ch = ctx;
 	if (ch->cleaning)
 		return;
-	for (struct sq_io_op_s *op = ch->active; op; op = op->anext)
+	for (struct sq_io_op_s *op = ch->active; op; op = op->anext) {
+		/* A write on the I/O threads only reads op->pending there:
+		 * reporting it (a retain) does not race. */
 		if (op->kind == SQ_IO_OP_READ)
 			_sq_io_read_progress(op, true);
+		else if (op->kind == SQ_IO_OP_WRITE)
+			_sq_io_write_progress(op, true);
+	}
 }
 
 static void
@@ -1148,14 +1574,21 @@ _sq_io_maybe_cleanup(struct sq_io_s *ch)
 	if (ch->sources_live > 0 || ch->cleaned)
 		return;
 	ch->cleaned = true;
-	/* Every source has let go of the descriptor: hand it back. */
-	if (ch->flags_changed)
-		fcntl(ch->fd, F_SETFL, ch->orig_flags);
-	if (ch->own_fd)
-		close(ch->fd);
+	/* A slot it waited for (stopped in line) or never used goes back. */
+	if (ch->slot_wait && _sq_io_slot_cancel(ch))
+		ch->slot_wait = false;
+	if (ch->slot_held) {
+		ch->slot_held = false;
+		_sq_io_slot_put();
+	}
 	__atomic_store_n(&ch->fd_pub, -1, __ATOMIC_RELAXED); /* a value */
-	_sq_retain_internal(ch);
-	sq_async_f(ch->cleanup_q, ch, _sq_io_cleanup_run);
+	_sq_retain_internal(ch); /* released by _sq_io_cleanup_run */
+	/* Every source has let go of the descriptor: hand it back, once
+	 * every channel sharing it is done too. */
+	if (ch->fde != NULL)
+		_sq_io_fd_detach(ch);
+	else
+		sq_async_f(ch->cleanup_q, ch, _sq_io_cleanup_run);
 }
 
 static void
@@ -1291,5 +1724,8 @@ sq_write_f(sq_fd_t fd, sq_data_t data, sq_queue_t queue, void *ctx,
 	_sq_object_validate("sq_write", queue);
 	struct sq_io_simple_s *s = _sq_io_simple(fd, queue, ctx);
 	s->wfn = handler;
+	/* Its handler reports once: spare the progress calls (high water
+	 * stays SIZE_MAX, so none is due). */
+	sq_io_set_low_water(s->ch, SIZE_MAX);
 	sq_io_write_f(s->ch, 0, data, queue, s, _sq_io_simple_write);
 }

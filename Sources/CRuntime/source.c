@@ -16,11 +16,15 @@
  * has (SQ_SRC_UNREGISTERED), the next handler job runs the cancel handler,
  * after any event handler, exactly once.
  *
- * Descriptor sources are one-shot in libevent terms: after an event the
- * loop stops watching until the handler has run and re-armed it, so a
- * level-triggered descriptor the handler does not drain costs one event
- * per handler run, not a spinning loop. A read source that reports zero
- * readable bytes (end of file, hang-up) is delivered once and not re-armed.
+ * Descriptor sources are edge-triggered and persistent in libevent terms
+ * (EV_ET | EV_PERSIST): the loop reports readiness once per change and
+ * never needs re-arming, so a busy descriptor costs the manager thread
+ * nothing between handler runs. Level-triggered delivery is rebuilt on the
+ * delivery side: after the handler runs, the job polls the descriptor and,
+ * if it is still ready, delivers again. A read source that reports zero
+ * readable bytes at end of file (or hang-up) is delivered once, then never
+ * again; zero bytes without end of file (another reader took them) is not
+ * delivered at all.
  */
 #include "event_internal.h"
 
@@ -247,6 +251,29 @@ _sq_fd_same(struct sq_source_s *s)
 	return st.st_dev == s->dev && st.st_ino == s->ino;
 }
 
+/*
+ * After a descriptor source's handler: the loop only reports edges, so if
+ * the descriptor is still ready (the handler left data, or more came), the
+ * next delivery is queued from here. pending is cleared first (seq_cst, the
+ * merge's order): readiness that arrives after the poll below makes a new
+ * edge, whose merge the loop does after this store, so nothing is lost; an
+ * edge merged before the store stands for readiness the poll still sees.
+ */
+static void
+_sq_source_recheck(struct sq_source_s *s)
+{
+	bool read = s->type->kind == SQ_SOURCE_READ;
+	struct pollfd pfd = {
+		.fd = (int)s->handle,
+		.events = read ? (POLLIN | POLLRDHUP) : POLLOUT,
+	};
+	__atomic_store_n(&s->pending, 0, __ATOMIC_SEQ_CST);
+	if (poll(&pfd, 1, 0) == 1 && (pfd.revents & (pfd.events | POLLHUP |
+			POLLERR)))
+		__atomic_or_fetch(&s->pending, 1, __ATOMIC_SEQ_CST);
+	/* The caller's job clears SQ_SRC_QUEUED and looks at pending. */
+}
+
 static void
 _sq_source_invoke(void *ctx)
 {
@@ -267,21 +294,36 @@ _sq_source_invoke(void *ctx)
 				__ATOMIC_ACQ_REL);
 		if (d != 0) {
 			enum sq_source_kind k = s->type->kind;
-			bool deliver = true, rearm = false, eof = false;
+			bool deliver = true, fd = false, eof = false;
+			bool always = false;
 			if (k == SQ_SOURCE_READ || k == SQ_SOURCE_WRITE) {
-				deliver = __atomic_load_n(&s->always_ready,
-						__ATOMIC_ACQUIRE) ||
-						_sq_fd_same(s);
+				fd = true;
+				always = __atomic_load_n(&s->always_ready,
+						__ATOMIC_ACQUIRE);
+				/* Handler jobs of one source never overlap:
+				 * fd_eof needs no atomics. */
+				deliver = !s->fd_eof &&
+						(always || _sq_fd_same(s));
 				if (deliver)
 					d = _sq_fd_data(s, &eof);
-				rearm = deliver && !eof;
+				if (deliver && d == 0 && !eof &&
+						k == SQ_SOURCE_READ)
+					deliver = false; /* taken by another
+							    reader */
+				if (eof)
+					s->fd_eof = true;
 			}
 			if (deliver) {
 				__atomic_store_n(&s->data, d, __ATOMIC_RELAXED);
 				_sq_source_call(s, 0);
 			}
-			if (rearm && !(_sq_source_state(s) & SQ_SRC_CANCELLED))
-				_sq_source_post(s, SQ_CMD_REARM);
+			if (fd && !s->fd_eof && !(_sq_source_state(s) &
+					SQ_SRC_CANCELLED)) {
+				if (always)
+					_sq_source_post(s, SQ_CMD_REARM);
+				else
+					_sq_source_recheck(s);
+			}
 		}
 	}
 
@@ -395,15 +437,14 @@ _sq_pidfd_open(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+/* Regular files epoll refuses are always ready: each handler run asks for
+ * the next (descriptors the loop watches are edge-triggered and persistent,
+ * see _sq_source_recheck). */
 static void
 _sq_source_arm_event(struct sq_source_s *s)
 {
-	if (s->always_ready) {
+	if (s->always_ready)
 		_sq_source_merge(s, 1);
-		return;
-	}
-	if (s->ev && !s->stale)
-		event_add(s->ev, NULL);
 }
 
 /* ---- Loop side: signals ------------------------------------------------
@@ -712,7 +753,8 @@ _sq_source_register(struct sq_source_s *s)
 			short what = s->type->kind == SQ_SOURCE_READ ? EV_READ
 					: EV_WRITE;
 			_sq_fd_track(s);
-			s->ev = event_new(_sq_loop_base(), (int)s->handle, what,
+			s->ev = event_new(_sq_loop_base(), (int)s->handle,
+					what | EV_ET | EV_PERSIST,
 					_sq_source_event_cb, s);
 			/* A descriptor epoll refuses is always ready. */
 			if (s->ev == NULL || event_add(s->ev, NULL) != 0) {

@@ -8,8 +8,11 @@
 // the C trampoline takes that retain back when it runs the closure. Nothing
 // else is allocated, locked or queued on the Swift side.
 //
-// Synchronous calls (sync, concurrentPerform, runMain(until:)) need no box:
-// the closure stays on the caller's stack and C gets a pointer to it.
+// Synchronous calls (sync, runMain(until:)) need no box: the closure stays
+// on the caller's stack and C gets a pointer to it. concurrentPerform is
+// the exception: it keeps its closure in one small object for the length of
+// the call, so that its per-iteration thunk can call the closure without
+// copying (retaining) it (see `WorkQueue.apply`).
 //
 //===----------------------------------------------------------------------===//
 

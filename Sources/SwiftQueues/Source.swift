@@ -13,7 +13,6 @@ import Glibc
 import Musl
 #endif
 import CRuntime
-import Synchronization
 
 /// Why a source could not be created: the `errno` the C runtime reported.
 ///
@@ -81,7 +80,7 @@ public struct SourceError: Error, Sendable, Hashable, CustomStringConvertible {
 //
 // `@unchecked Sendable` is safe: the stored properties are immutable, the C
 // source's calls are thread-safe, and the mutable handler state lives in the
-// `SourceCore`, under its Mutex.
+// `SourceCore`, under its lock (SpinLocked).
 public class EventSource: @unchecked Sendable {
     /// The C source (one reference, owned).
     internal let raw: OpaquePointer
@@ -264,7 +263,7 @@ internal final class SourceCore: @unchecked Sendable {
     }
 
     private let raw: OpaquePointer
-    private let state = Mutex(State())
+    private let state = SpinLocked(State())
 
     internal init(raw: OpaquePointer) {
         self.raw = raw

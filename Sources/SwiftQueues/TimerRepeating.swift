@@ -24,7 +24,7 @@ import Synchronization
 /// invalidating releases the handler and the ``userInfo``.
 //
 // `@unchecked Sendable` is safe: `source`, `interval`, `repeats` and
-// `queue` are immutable; `userInfo` is behind a Mutex; the rest of the
+// `queue` are immutable; `userInfo` is behind a SpinLocked; the rest of the
 // state is the thread-safe TimerSource.
 public final class RepeatingTimer: @unchecked Sendable {
     /// The time between fires (and before the first).
@@ -40,7 +40,7 @@ public final class RepeatingTimer: @unchecked Sendable {
     public let tolerance: Duration
 
     private let source: TimerSource
-    private let info: Mutex<(any Sendable)?>
+    private let info: SpinLocked<(any Sendable)?>
     private let scheduledFlag = Atomic<Bool>(false)
 
     /// Creates a timer that is not scheduled yet (`Timer(timeInterval:…)`):
@@ -61,7 +61,7 @@ public final class RepeatingTimer: @unchecked Sendable {
         self.repeats = repeats
         self.tolerance = tolerance
         self.queue = queue
-        self.info = Mutex(userInfo)
+        self.info = SpinLocked(userInfo)
         self.source = TimerSource(queue: queue)
         // The handler holds the timer strongly: a scheduled timer lives until
         // it is invalidated (the source drops its handlers once cancelled).

@@ -124,7 +124,9 @@ static void
 written(void *ctx, bool done, sq_data_t data, int error)
 {
 	struct big *b = ctx;
-	if (!done || data != NULL || error != 0)
+	if (!done)
+		return; /* progress: the rest is still being written */
+	if (data != NULL || error != 0)
 		__atomic_add_fetch(&b->bad_writes, 1, __ATOMIC_SEQ_CST);
 	sq_group_leave(b->group);
 }

@@ -315,12 +315,15 @@ test_pipe(void)
 
 struct write_state {
 	int calls;
+	int done_calls;
 	bool done;
 	bool null_data;
 	int error;
 	sq_semaphore_t sem;
 };
 
+/* Progress calls (done = false, the bytes still to write) may come first,
+ * as in libdispatch; the last call has done = true. */
 static void
 write_done(void *ctx, bool done, sq_data_t data, int error)
 {
@@ -329,8 +332,10 @@ write_done(void *ctx, bool done, sq_data_t data, int error)
 	s->done = done;
 	s->null_data = data == NULL;
 	s->error = error;
-	if (done)
+	if (done) {
+		s->done_calls++;
 		sq_semaphore_signal(s->sem);
+	}
 }
 
 struct drain {
@@ -398,7 +403,8 @@ test_write(void)
 	pthread_create(&t, NULL, pipe_drainer, &dr);
 	for (int i = 0; i < 6; i++) {
 		CHECK(wait_sem(ws[i].sem, 20));
-		CHECK_EQ(ws[i].calls, 1);
+		CHECK_EQ(ws[i].done_calls, 1);
+		CHECK(ws[i].calls >= 1);
 		CHECK(ws[i].done && ws[i].null_data);
 		CHECK_EQ(ws[i].error, 0);
 		sq_release(ws[i].sem);
@@ -486,7 +492,9 @@ static void
 echo_client_written(void *ctx, bool done, sq_data_t data, int error)
 {
 	struct echo_client *c = ctx;
-	c->write_ok = done && data == NULL && error == 0;
+	if (!done)
+		return; /* progress: the rest is still being written */
+	c->write_ok = data == NULL && error == 0;
 	shutdown(sq_io_get_descriptor(c->ch), SHUT_WR);
 }
 

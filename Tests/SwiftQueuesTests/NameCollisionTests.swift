@@ -81,6 +81,25 @@ import SwiftQueues
         dispatchTimer.cancel()
         #expect(deadline < WorkDeadline.distantFuture)
 
+        // Data and I/O.
+        let buffer: DataBuffer = DataBuffer(bytes: [1, 2, 3]) + DataBuffer()
+        let region: DataBuffer.Region? = buffer.regions.first
+        let deallocator: DataBuffer.Deallocator = .free
+        let ioError: IOError = IOError(errnoCode: EBADF)
+        let ioKind: IOChannel.Kind = .stream
+        let channel: IOChannel = IOChannel(kind: ioKind, fileDescriptor: -1)
+        let sharing: IOChannel = IOChannel(kind: ioKind, channel: channel)
+        sharing.close()
+        channel.close()
+        let chunk: IOChannel.Chunk = IOChannel.Chunk(isDone: true, data: buffer, error: ioError)
+        let foundationData = Data(buffer)
+        let dispatchData = DispatchData.empty
+        let fileHandle = FileHandle.standardError
+        _ = fileHandle
+        if case .free = deallocator {} else { Issue.record("deallocator") }
+        #expect(foundationData.count == 3 && dispatchData.isEmpty)
+        #expect(chunk.isDone && region?.offset == 0 && chunk.error?.errnoCode == EBADF)
+
         // The neighbours, in the same scope.
         let mutex = Mutex(0)
         mutex.withLock { $0 += 1 }

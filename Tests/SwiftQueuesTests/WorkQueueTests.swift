@@ -496,6 +496,45 @@ import SwiftQueues
         #expect(meter.maximum == 1)
     }
 
+    /// Large counts run in units of up to 16 consecutive indices per C
+    /// call: every index still runs exactly once, including the ragged last
+    /// unit, on every kind of queue; a serial queue still sees them in order.
+    @Test(arguments: [2_048, 16_383, 100_003, 1_000_000])
+    func concurrentPerformLargeCountsVisitEveryIndexOnce(iterations: Int) {
+        let hits = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: iterations)
+        hits.initialize(repeating: 0)
+        defer { hits.deallocate() }
+        nonisolated(unsafe) let slots = hits
+        let sum = AtomicCounter()
+        let expected = Int64(iterations) * Int64(iterations - 1) / 2
+
+        WorkQueue.concurrentPerform(iterations: iterations) { index in
+            sum.add(Int64(index), ordering: .relaxed)
+            slots[index] &+= 1
+        }
+        #expect(sum.load() == expected)
+        #expect(hits.allSatisfy { $0 == 1 })
+
+        let concurrent = WorkQueue(label: "apply.large.concurrent", attributes: .concurrent)
+        sum.store(0)
+        concurrent.concurrentPerform(iterations: iterations) { index in
+            sum.add(Int64(index), ordering: .relaxed)
+            slots[index] &+= 1
+        }
+        #expect(sum.load() == expected)
+        #expect(hits.allSatisfy { $0 == 2 })
+
+        let serial = WorkQueue(label: "apply.large.serial")
+        let next = UnsafeBox(0)
+        let outOfOrder = UnsafeBox(0)
+        serial.concurrentPerform(iterations: iterations) { index in
+            if index != next.value { outOfOrder.value += 1 }
+            next.value = index + 1
+        }
+        #expect(outOfOrder.value == 0)
+        #expect(next.value == iterations)
+    }
+
     @Test func nestedConcurrentPerformCompletes() {
         let total = AtomicCounter()
         WorkQueue.concurrentPerform(iterations: 8) { _ in

@@ -16,16 +16,31 @@
  *                 set of I/O threads, never on the queues' workers. (A
  *                 stream channel on a regular file uses them too.)
  *
- * Handlers get (done, data, error). A read handler may run several times
- * (see the water marks) and runs a last time with done = true; a read of
- * length SIZE_MAX runs to end of file. Errors are never crashes: they
- * arrive as `error` (EBADF, EPIPE, ECONNRESET, ECANCELED after
- * sq_io_close(SQ_IO_STOP), ...), together with whatever was already read.
+ * Handlers get (done, data, error). A read or write handler may run
+ * several times (see the water marks) and runs a last time with done =
+ * true; a read of length SIZE_MAX runs to end of file. Errors are never
+ * crashes: they arrive as `error` (EBADF, EPIPE, ECONNRESET, ECANCELED
+ * after sq_io_close(SQ_IO_STOP), ...), together with whatever was already
+ * read.
  * Once the channel is closed (or its last reference released) and its
  * operations are over, the cleanup handler runs once with the channel's
  * error (0, or why the descriptor could not be used); from then on the
  * descriptor belongs to the caller again (the channel restores its flags;
- * a channel made from a path closes the file it opened).
+ * a channel made from a path closes the file it opened). Channels that
+ * share a descriptor (sq_io_create_with_io) hand it back together: their
+ * cleanup handlers run once the last of them is done with it.
+ *
+ * Open files. Channels made from a path open their file lazily, and at
+ * most SQ_IO_MAX_OPEN_FILES of those files are open at once (default: half
+ * the RLIMIT_NOFILE soft limit, as getdtablesize() / 2; the environment
+ * variable is read once, on first use). A path channel takes a slot when
+ * it opens its file and gives it back when it closes it (after
+ * sq_io_close or its last release, once its operations are over). While no
+ * slot is free, the channel's operations wait, in the order channels asked
+ * for a slot; no thread blocks meanwhile. A program that keeps more path
+ * channels open than the limit, and waits for another one, waits forever:
+ * close the channels it is done with. Descriptors given to sq_io_create
+ * do not count.
  */
 #ifndef SWIFTQUEUES_IO_H
 #define SWIFTQUEUES_IO_H
@@ -56,9 +71,17 @@ typedef unsigned long sq_io_interval_flags_t;
 
 /*!
  * An I/O handler. Reads: `data` holds the bytes read since the previous
- * call (sq_data_empty when there are none; never NULL). Writes: called
- * once, with done = true; `data` is NULL when everything was written,
- * else the bytes that were not.
+ * call (sq_data_empty when there are none; never NULL).
+ * Writes (as libdispatch): while the write runs, calls with done = false
+ * report progress, `data` being the bytes still to be written (so its size
+ * strictly decreases from call to call): one each time at least low water
+ * bytes went out since the previous call, and never more than high water
+ * in between (a write moves at most high water bytes per system call);
+ * with an interval set, at each interval instead (if at least low water
+ * bytes went out, or any with SQ_IO_STRICT_INTERVAL), or as soon as high
+ * water bytes did. Then one last call with done = true: `data` is NULL
+ * when everything was written, else the bytes that were not. A write that
+ * goes out at once gets only that last call.
  */
 typedef void (*sq_io_handler_function_t)(void *SQ_NULLABLE context,
 		bool done, sq_data_t SQ_NULLABLE data, int error);
@@ -91,6 +114,35 @@ sq_io_t SQ_NULLABLE
 sq_io_create_with_path_f(sq_io_type_t type, const char *path, int oflag,
 		mode_t mode, sq_queue_t SQ_NULLABLE queue,
 		void *SQ_NULLABLE context,
+		sq_io_cleanup_function_t SQ_NULLABLE cleanup);
+
+/*!
+ * Creates a channel of `type` over the descriptor of `channel` (libdispatch's
+ * dispatch_io_create_with_io), with its own water marks, interval, queue
+ * and cleanup handler (may be NULL; runs on `queue`, NULL: the default
+ * global queue). The two channels share the descriptor: closing one does
+ * not end the other, the descriptor's flags are restored only when both
+ * are done, and both cleanup handlers run then, once each (so a cleanup
+ * that closes the descriptor cannot pull it from under the other channel).
+ * A random-access channel's offsets count from the file position when it
+ * sets up (its first operation). If `channel` was made from a path, the
+ * new channel opens that path itself, lazily, with the same flags except
+ * O_TRUNC and O_EXCL (libdispatch opens the path again too, but with
+ * exactly the same flags, which would wipe out or refuse the file the first
+ * channel made); its descriptor and open-file slot are its own.
+ * Errors arrive in the new channel's handlers and cleanup handler, as for
+ * sq_io_create: ECANCELED if `channel` was already closed, the error of
+ * `channel` if it has one (EBADF, ENOENT, ...), ESPIPE for a random-access
+ * channel over a pipe, socket or tty (libdispatch's rule; a stream channel
+ * over a random-access one reads and writes at the file position). Returns NULL
+ * with errno EINVAL for an unknown type. `channel` must be a live channel
+ * the program holds a reference to (NULL or a released one stops the
+ * process with a message). The caller owns one reference.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_io_t SQ_NULLABLE
+sq_io_create_with_io_f(sq_io_type_t type, sq_io_t channel,
+		sq_queue_t SQ_NULLABLE queue, void *SQ_NULLABLE context,
 		sq_io_cleanup_function_t SQ_NULLABLE cleanup);
 
 /*!
@@ -134,13 +186,15 @@ SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_fd_t
 sq_io_get_descriptor(sq_io_t channel);
 
-/*! At most this many bytes per read handler call (default SIZE_MAX). */
+/*! At most this many bytes per read handler call, and written between
+ * two write progress calls (default SIZE_MAX). */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_io_set_high_water(sq_io_t channel, size_t high_water);
 
-/*! At least this many bytes per read handler call, unless the operation
- * is done (default 1: deliver whatever arrives). */
+/*! At least this many bytes per read handler call, and written between
+ * two write progress calls, unless the operation is done (default 1:
+ * deliver whatever arrives, report every step). */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_io_set_low_water(sq_io_t channel, size_t low_water);
@@ -148,7 +202,8 @@ sq_io_set_low_water(sq_io_t channel, size_t low_water);
 /*!
  * Read handlers are called every `interval` ns with the bytes gathered in
  * between (if at least low water, or any with SQ_IO_STRICT_INTERVAL)
- * instead of as soon as low water is reached. 0 turns it off.
+ * instead of as soon as low water is reached; write progress likewise.
+ * 0 turns it off.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -219,6 +274,22 @@ sq_io_create_with_path(sq_io_type_t type, const char *path, int oflag,
 	void *b = _Block_copy((const void *)cleanup);
 	sq_io_t ch = sq_io_create_with_path_f(type, path, oflag, mode, queue,
 			b, _sq_io_call_cleanup_block);
+	if (ch == NULL)
+		_Block_release(b);
+	return ch;
+}
+
+SQ_INLINE sq_io_t SQ_NULLABLE
+sq_io_create_with_io(sq_io_type_t type, sq_io_t channel,
+		sq_queue_t SQ_NULLABLE queue,
+		void (^SQ_NULLABLE cleanup)(int error))
+{
+	if (cleanup == NULL)
+		return sq_io_create_with_io_f(type, channel, queue, NULL,
+				NULL);
+	void *b = _Block_copy((const void *)cleanup);
+	sq_io_t ch = sq_io_create_with_io_f(type, channel, queue, b,
+			_sq_io_call_cleanup_block);
 	if (ch == NULL)
 		_Block_release(b);
 	return ch;

@@ -1,6 +1,6 @@
 /*
  * The block forms of data and I/O (clang -fblocks): sq_data_apply,
- * sq_data_create_with_block, sq_io_create[_with_path], sq_io_read,
+ * sq_data_create_with_block, sq_io_create[_with_path|_with_io], sq_io_read,
  * sq_io_write, sq_io_barrier, sq_read, sq_write.
  */
 #include "sqtest.h"
@@ -100,6 +100,39 @@ main(void)
 	CHECK(wait_sem(sem));
 	CHECK_EQ(simple, 2);
 	close(fds[0]);
+
+	/* sq_io_create_with_io with block cleanups: a second channel over
+	 * the first one's pipe; both cleanups run once, when both are done. */
+	int sfd[2];
+	CHECK_EQ(pipe(sfd), 0);
+	__block int shared_cleanups = 0;
+	sq_io_t s1 = sq_io_create(SQ_IO_STREAM, sfd[0], q, ^(int error) {
+		shared_cleanups += error == 0;
+		sq_semaphore_signal(sem);
+	});
+	sq_io_t s2 = sq_io_create_with_io(SQ_IO_STREAM, s1, q, ^(int error) {
+		shared_cleanups += error == 0;
+		sq_semaphore_signal(sem);
+	});
+	sq_io_t s3 = sq_io_create_with_io(SQ_IO_STREAM, s1, q, NULL);
+	CHECK(s2 != NULL && s3 != NULL);
+	__block size_t shared_got = 0;
+	sq_io_read(s2, 0, 3, q, ^(bool done, sq_data_t data, int error) {
+		shared_got += sq_data_get_size(data);
+		if (done)
+			sq_semaphore_signal(sem);
+	});
+	CHECK_EQ(write(sfd[1], "abc", 3), 3);
+	CHECK(wait_sem(sem));
+	CHECK_EQ(shared_got, 3);
+	sq_release(s1);
+	sq_release(s2);
+	sq_release(s3);
+	CHECK(wait_sem(sem));
+	CHECK(wait_sem(sem));
+	CHECK_EQ(shared_cleanups, 2);
+	close(sfd[0]);
+	close(sfd[1]);
 
 	/* A path channel with a block cleanup: ENOENT reaches both. */
 	__block int path_error = -1;

@@ -7,6 +7,8 @@
 // (default 5) alternating ours and Dispatch (A B A B ...). The table shows
 // the median ns per operation of each side and ours/theirs of the medians.
 // Writes build/bench/swift.json (relative to the repository root).
+// BENCH_ONLY=text runs only the scenarios whose name contains `text` (for
+// profiling one of them) and then writes no JSON.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +50,18 @@ let rounds: Int = {
     return 5
 }()
 
+/// `BENCH_ONLY=text`: run only the scenarios whose name contains `text`
+/// (for profiling one scenario; no JSON is written then).
+let only: String? = {
+    guard let raw = getenv("BENCH_ONLY"), raw.pointee != 0 else { return nil }
+    return String(cString: raw)
+}()
+
+func selected(_ name: String) -> Bool {
+    guard let only else { return true }
+    return name.contains(only)
+}
+
 struct Row {
     let name: String
     let ops: Int
@@ -60,9 +74,10 @@ struct Row {
 }
 
 /// Times `ours` and `theirs` (each doing `ops` operations): one warm-up
-/// each, then `rounds` interleaved rounds.
+/// each, then `rounds` interleaved rounds. Nil when `BENCH_ONLY` skips it.
 func compare(_ name: String, ops: Int, target: Double? = nil,
-             ours: () -> Void, theirs: () -> Void) -> Row {
+             ours: () -> Void, theirs: () -> Void) -> Row? {
+    guard selected(name) else { return nil }
     _ = nanoseconds(ours)
     _ = nanoseconds(theirs)
     var a: [Double] = []
@@ -74,6 +89,12 @@ func compare(_ name: String, ops: Int, target: Double? = nil,
     let row = Row(name: name, ops: ops, target: target, ours: a, theirs: b)
     logLine("  \(name): ours \(format(row.oursMedian)) ns, dispatch \(format(row.theirsMedian)) ns")
     return row
+}
+
+extension Array where Element == Row {
+    mutating func add(_ row: Row?) {
+        if let row { append(row) }
+    }
 }
 
 func format(_ value: Double, digits: Int = 1) -> String {
@@ -115,6 +136,44 @@ actor DefaultActor {
     }
 }
 
+/// A serial executor over a `DispatchQueue`: the like-for-like partner of
+/// `QueueActor`. Dispatch on Linux has no `DispatchSerialQueue` and its
+/// `DispatchQueue` is not a `SerialExecutor`, so this is the executor one
+/// writes by hand there: every job is one `async` to the queue.
+final class DispatchQueueExecutor: SerialExecutor {
+    let queue: DispatchQueue
+
+    init(label: String) {
+        queue = DispatchQueue(label: label)
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedSerialExecutor()) }
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    func checkIsolated() {
+        dispatchPrecondition(condition: .onQueue(queue))
+    }
+}
+
+/// An actor on a serial DispatchQueue, through `DispatchQueueExecutor`.
+actor DispatchQueueActor {
+    let executor = DispatchQueueExecutor(label: "swiftbench.dispatch-actor")
+    var value = 0
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        executor.asUnownedSerialExecutor()
+    }
+    func bump() -> Int {
+        value &+= 1
+        return value
+    }
+}
+
 /// Runs `body` in a detached task (off the main actor) and blocks the
 /// calling thread until it has finished.
 func blockOn(_ body: @escaping @Sendable () async -> Void) {
@@ -135,7 +194,7 @@ func runAll() -> [Row] {
     // 1. Closure async to a serial queue, then one sync to drain it.
     let ourSerial = WorkQueue(label: "swiftbench.serial")
     let theirSerial = DispatchQueue(label: "swiftbench.serial")
-    rows.append(compare("async to a serial queue + sync drain", ops: n, target: 0.8,
+    rows.add(compare("async to a serial queue + sync drain", ops: n, target: 0.8,
         ours: {
             for _ in 0..<n { ourSerial.async {} }
             ourSerial.sync {}
@@ -148,7 +207,7 @@ func runAll() -> [Row] {
     // 2. Closure async to the global queue, with a group, then wait.
     let ourGlobal = WorkQueue.global()
     let theirGlobal = DispatchQueue.global()
-    rows.append(compare("async to the global queue + group wait", ops: n, target: 0.8,
+    rows.add(compare("async to the global queue + group wait", ops: n, target: 0.8,
         ours: {
             let group = WorkGroup()
             for _ in 0..<n { ourGlobal.async(group: group) {} }
@@ -161,7 +220,7 @@ func runAll() -> [Row] {
         }))
 
     // 3. sync returning a value.
-    rows.append(compare("sync returning a value", ops: n,
+    rows.add(compare("sync returning a value", ops: n,
         ours: {
             var total = 0
             for i in 0..<n { total &+= ourSerial.sync { i } }
@@ -175,7 +234,7 @@ func runAll() -> [Row] {
 
     // 4. concurrentPerform, trivial body.
     let iterations = 1_000_000
-    rows.append(compare("concurrentPerform 1M, trivial body", ops: iterations,
+    rows.add(compare("concurrentPerform 1M, trivial body", ops: iterations,
         ours: { WorkQueue.concurrentPerform(iterations: iterations) { blackHole($0) } },
         theirs: { DispatchQueue.concurrentPerform(iterations: iterations) { blackHole($0) } }))
 
@@ -183,7 +242,7 @@ func runAll() -> [Row] {
     let calls = 100_000
     let queueActor = QueueActor()
     let defaultActor = DefaultActor()
-    rows.append(compare("actor round trip: WorkQueue executor vs default", ops: calls,
+    rows.add(compare("actor round trip: WorkQueue executor vs default", ops: calls,
         ours: {
             blockOn {
                 var total = 0
@@ -195,6 +254,46 @@ func runAll() -> [Row] {
             blockOn {
                 var total = 0
                 for _ in 0..<calls { total &+= await defaultActor.bump() }
+                blackHole(total)
+            }
+        }))
+
+    // 6. The WorkQueue actor again, but the calling task prefers the
+    // actor's queue as its task executor: both hops are then enqueues on
+    // that queue, drained by the same worker without a wake-up.
+    rows.add(compare("actor round trip: WorkQueue executor + task preference vs default", ops: calls,
+        ours: {
+            blockOn {
+                await withTaskExecutorPreference(queueActor.queue) {
+                    var total = 0
+                    for _ in 0..<calls { total &+= await queueActor.bump() }
+                    blackHole(total)
+                }
+            }
+        },
+        theirs: {
+            blockOn {
+                var total = 0
+                for _ in 0..<calls { total &+= await defaultActor.bump() }
+                blackHole(total)
+            }
+        }))
+
+    // 7. The same, like for like: both actors on a serial queue executor,
+    // so both pay a thread hop there and back per call.
+    let dispatchActor = DispatchQueueActor()
+    rows.add(compare("actor round trip: WorkQueue vs DispatchQueue executor", ops: calls,
+        ours: {
+            blockOn {
+                var total = 0
+                for _ in 0..<calls { total &+= await queueActor.bump() }
+                blackHole(total)
+            }
+        },
+        theirs: {
+            blockOn {
+                var total = 0
+                for _ in 0..<calls { total &+= await dispatchActor.bump() }
                 blackHole(total)
             }
         }))
@@ -257,4 +356,8 @@ func writeJSON(_ rows: [Row]) {
 logLine("SwiftBench: \(rounds) rounds per side, interleaved")
 let rows = runAll()
 printTable(rows)
-writeJSON(rows)
+if only == nil {
+    writeJSON(rows)
+} else {
+    logLine("SwiftBench: BENCH_ONLY set, build/bench/swift.json not written")
+}

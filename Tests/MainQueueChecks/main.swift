@@ -1,0 +1,130 @@
+// Main-queue checks run by MainQueueTests.swift: each mode drains
+// WorkQueue.main on this program's main thread and prints what it saw; the
+// test compares the output. Exit status 0 means every check held.
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import SwiftQueues
+
+/// The kernel thread id of the calling thread; the main thread's is the pid.
+private func onMainThread() -> Bool {
+    // /proc/thread-self names the calling thread's task directory.
+    var buffer = [CChar](repeating: 0, count: 64)
+    let n = readlink("/proc/thread-self", &buffer, buffer.count - 1)
+    guard n > 0 else { return false }
+    let link = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return link.hasSuffix("/task/\(getpid())")
+}
+
+private func fail(_ message: String) -> Never {
+    print("FAIL: \(message)")
+    exit(1)
+}
+
+private func drain() {
+    // seed 002: work on the main queue runs in order, on the main thread.
+    let log = SpinLock()
+    nonisolated(unsafe) var order: [Int] = []
+    let offMain = AtomicCounter()
+    for i in 0..<100 {
+        WorkQueue.main.async {
+            if !onMainThread() { offMain.increment() }
+            log.withLock { order.append(i) }
+        }
+    }
+    // The descriptor is readable while work waits, and not after draining.
+    var pfd = pollfd(fd: WorkQueue.mainQueueFileDescriptor, events: Int16(POLLIN), revents: 0)
+    guard poll(&pfd, 1, 10_000) == 1 else { fail("fd not readable with work queued") }
+    var total = 0
+    while total < 100 { total += WorkQueue.drainMain() }
+    pfd.revents = 0
+    guard poll(&pfd, 1, 0) == 0 else { fail("fd still readable after draining") }
+    guard WorkQueue.drainMain() == 0 else { fail("second drain ran something") }
+    guard offMain.load() == 0 else { fail("\(offMain.load()) closures ran off the main thread") }
+    guard order == Array(0..<100) else { fail("order \(order)") }
+    print("drain: 100 closures in order on the main thread")
+}
+
+private func runUntilCondition() {
+    // Work sent from other threads wakes the waiting main thread.
+    let counter = AtomicCounter()
+    let group = WorkGroup()
+    for _ in 0..<10 {
+        WorkQueue.global().async(group: group) {
+            WorkQueue.main.async { counter.increment() }
+        }
+    }
+    let finished = WorkQueue.runMain(until: { counter.load() == 10 },
+                                     deadline: .now() + .seconds(30))
+    guard finished, counter.load() == 10 else { fail("runMain(until:) returned early: \(counter.load())") }
+    print("runMain(until:): 10 closures from other threads")
+}
+
+private func runUntilDeadline() {
+    let start = ContinuousClock.now
+    let ran = AtomicCounter()
+    WorkQueue.main.asyncAfter(delay: .milliseconds(20)) { ran.increment() }
+    WorkQueue.runMain(until: .now() + .milliseconds(100))
+    let elapsed = ContinuousClock.now - start
+    guard elapsed >= .milliseconds(95) else { fail("returned after \(elapsed)") }
+    guard ran.load() == 1 else { fail("the delayed closure did not run") }
+    print("runMain(until: deadline): returned after the deadline; the delayed closure ran")
+}
+
+/// An actor isolated to the main queue.
+private actor MainBound {
+    nonisolated var unownedExecutor: UnownedSerialExecutor {
+        WorkQueue.main.asUnownedSerialExecutor()
+    }
+    private var calls = 0
+
+    func call() -> Bool {
+        calls += 1
+        return onMainThread()
+    }
+}
+
+private func mainActorAndExecutor() async {
+    // The main queue is a serial executor on the main thread.
+    let value = await WorkQueue.main.run { onMainThread() ? 42 : -1 }
+    guard value == 42 else { fail("run on main returned \(value)") }
+    print("await WorkQueue.main.run: ran on the main thread")
+    let actor = MainBound()
+    for _ in 0..<100 {
+        guard await actor.call() else { fail("actor call ran off the main thread") }
+    }
+    print("actor on WorkQueue.main: 100 calls on the main thread")
+}
+
+private func runForever() -> Never {
+    // seed 002: dispatch_main() never returns; a closure ends the program.
+    WorkQueue.global().async {
+        WorkQueue.main.async {
+            print("runMain: on main thread \(onMainThread()), exiting from a closure")
+            exit(0)
+        }
+    }
+    WorkQueue.runMain()
+}
+
+let mode = CommandLine.arguments.dropFirst().first ?? ""
+switch mode {
+case "drain": drain()
+case "run-until": runUntilCondition()
+case "run-until-deadline": runUntilDeadline()
+case "run-main": runForever()
+case "executor":
+    // The closure-based run awaits on a task while the main thread drains.
+    let done = AtomicCounter()
+    Task.detached {
+        await mainActorAndExecutor()
+        done.increment()
+    }
+    WorkQueue.runMain(until: { done.load() == 1 }, deadline: .now() + .seconds(30))
+    guard done.load() == 1 else { fail("executor check did not finish") }
+default:
+    fail("unknown mode '\(mode)'")
+}

@@ -1,0 +1,66 @@
+// The main queue from Swift: WorkQueue.main work runs only while the main
+// thread drains it. Test bodies never run on the process's main thread (not
+// even through MainActor, nor in exit tests), so each case starts the
+// MainQueueChecks program (Tests/MainQueueChecks) and checks its output.
+
+import Testing
+import Foundation
+
+@Suite struct MainQueueTests {
+    /// The checks program sits next to the test binary in the build folder.
+    static func runChecks(_ mode: String) throws -> (status: Int32, output: String) {
+        let testBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        let program = testBinary.deletingLastPathComponent().appendingPathComponent("MainQueueChecks")
+        let process = Process()
+        process.executableURL = program
+        process.arguments = [mode]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// AT-DQ-21 at the Swift level: closures sent to the main queue run in
+    /// order on the main thread when it drains; the descriptor signals work.
+    @Test func drainMainRunsClosuresInOrderOnTheMainThread() throws {
+        let (status, output) = try Self.runChecks("drain")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("drain: 100 closures in order on the main thread"))
+    }
+
+    @Test func runMainUntilWakesForWorkFromOtherThreads() throws {
+        let (status, output) = try Self.runChecks("run-until")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("runMain(until:): 10 closures from other threads"))
+    }
+
+    @Test func runMainUntilADeadlineReturnsAfterIt() throws {
+        let (status, output) = try Self.runChecks("run-until-deadline")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("returned after the deadline; the delayed closure ran"))
+    }
+
+    /// seed 002: dispatch_main() never returns; the program ends from a
+    /// closure on the main queue.
+    @Test func runMainServesTheMainQueueUntilExit() throws {
+        let (status, output) = try Self.runChecks("run-main")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("runMain: on main thread true, exiting from a closure"))
+    }
+
+    @Test func theMainQueueIsAnExecutorOnTheMainThread() throws {
+        let (status, output) = try Self.runChecks("executor")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("await WorkQueue.main.run: ran on the main thread"))
+        #expect(output.contains("actor on WorkQueue.main: 100 calls on the main thread"))
+    }
+
+    @Test func anUnknownModeFails() throws {
+        // The harness itself can fail: a wrong mode exits non-zero.
+        let (status, output) = try Self.runChecks("no-such-mode")
+        #expect(status == 1)
+        #expect(output.contains("FAIL: unknown mode"))
+    }
+}
