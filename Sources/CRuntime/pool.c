@@ -36,6 +36,10 @@
 #define SQ_POOL_MAX_THREADS 512
 #define SQ_DEFAULT_MAX_THREADS 64
 #define SQ_SPIN_ROUNDS 256
+/* Monitor ticks without any worker progress, while work waits and a worker
+ * is idle, after which the monitor wakes one (see _sq_monitor_main). */
+#define SQ_STALL_TICKS 3
+#define SQ_MONITOR_IDLE_NS (250 * NSEC_PER_MSEC)
 #define SQ_RETIRE_AFTER_NS (5 * NSEC_PER_SEC)
 #define SQ_MONITOR_INTERVAL_NS (2 * NSEC_PER_MSEC)
 #define SQ_BACKGROUND_NICE 10
@@ -671,28 +675,79 @@ _sq_worker_runnable(struct sq_worker_s *w)
 	return p == NULL || p[1] == '\0' || p[2] == 'R';
 }
 
+/* Jobs finished by all live workers so far. */
+static uint64_t
+_sq_pool_jobs_total(void)
+{
+	uint64_t total = 0;
+	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < slots; i++)
+		total += __atomic_load_n(&_sq_pool.workers[i].jobs,
+				__ATOMIC_RELAXED);
+	return total;
+}
+
+/* Wakes one idle worker as a searcher, whatever `searching` says. */
+static void
+_sq_pool_wake_idle(void)
+{
+	__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+	struct sq_worker_s *w = _sq_idle_pop();
+	if (w == NULL) {
+		__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+		return;
+	}
+	w->searching = true;
+	/* Release: the worker sees `searching` before it runs. */
+	__atomic_store_n(&w->parked, 0, __ATOMIC_RELEASE);
+	_sq_futex_wake(&w->parked, 1);
+}
+
 static void *
 _sq_monitor_main(void *unused)
 {
 	static uint64_t last_jobs[SQ_POOL_MAX_THREADS];
-	int pending_ticks = 0;
+	uint64_t last_total = 0;
+	int pending_ticks = 0, stalled_ticks = 0;
 	pthread_setname_np(pthread_self(), "sq.monitor");
 
 	for (;;) {
 		if (!_sq_pool_has_work()) {
 			pending_ticks = 0;
-			/* Sleep until a submission finds everyone busy. */
+			/* Sleep until a submission finds everyone busy, or
+			 * for a while: the stall check below runs at least
+			 * every SQ_MONITOR_IDLE_NS even if no kick comes. */
 			__atomic_store_n(&_sq_pool.monitor_kick, 0,
 					__ATOMIC_SEQ_CST);
-			if (!_sq_pool_has_work())
-				_sq_futex_wait(&_sq_pool.monitor_kick, 0, NULL);
+			if (!_sq_pool_has_work()) {
+				struct timespec idle = { 0,
+					(long)SQ_MONITOR_IDLE_NS };
+				_sq_futex_wait(&_sq_pool.monitor_kick, 0, &idle);
+			}
 			continue;
 		}
 		struct timespec tick = { 0, (long)SQ_MONITOR_INTERVAL_NS };
 		nanosleep(&tick, NULL);
 
-		if (!_sq_pool_has_work() ||
-				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) ||
+		if (!_sq_pool_has_work()) {
+			pending_ticks = 0;
+			stalled_ticks = 0;
+			continue;
+		}
+		/* Safety net: work waits, a worker is idle, and no worker
+		 * finished a job for a few ticks. The submit / park protocol
+		 * should never leave that state standing; if a wake-up was
+		 * lost anyway, the work waits milliseconds, not forever. */
+		uint64_t total = _sq_pool_jobs_total();
+		if (total != last_total) {
+			last_total = total;
+			stalled_ticks = 0;
+		} else if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) &&
+				++stalled_ticks >= SQ_STALL_TICKS) {
+			stalled_ticks = 0;
+			_sq_pool_wake_idle();
+		}
+		if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) ||
 				__atomic_load_n(&_sq_pool.searching,
 					__ATOMIC_SEQ_CST)) {
 			pending_ticks = 0;

@@ -495,7 +495,11 @@ echo_client_written(void *ctx, bool done, sq_data_t data, int error)
 	if (!done)
 		return; /* progress: the rest is still being written */
 	c->write_ok = data == NULL && error == 0;
-	shutdown(sq_io_get_descriptor(c->ch), SHUT_WR);
+	/* -1 once the read side has closed the channel: nothing to do. */
+	int fd = sq_io_get_descriptor(c->ch);
+	if (fd >= 0)
+		shutdown(fd, SHUT_WR);
+	sq_release(c->ch); /* the write handler's reference */
 }
 
 static void
@@ -554,7 +558,10 @@ test_tcp_echo(void)
 		sq_group_enter(g);
 		c->ch = sq_io_create_f(SQ_IO_STREAM, c->fd, cq,
 				(void *)(intptr_t)c->fd, close_fd_cleanup);
-		sq_retain(c->ch); /* released by the read handler */
+		/* One reference for each handler: they run on a concurrent
+		 * queue, and either may be the last to finish. */
+		sq_retain(c->ch);
+		sq_retain(c->ch);
 		sq_io_write_f(c->ch, 0, data, cq, c, echo_client_written);
 		sq_io_read_f(c->ch, 0, ECHO_BYTES, cq, c, echo_client_read);
 		sq_release(c->ch);

@@ -112,19 +112,6 @@ resume_released(void *ctx)
 }
 
 static void
-resume_cancelled_released(void *ctx)
-{
-	child_start();
-	/* Suspended and cancelled: the cancel handler waits for a resume,
-	 * and the program gives its last reference away first. */
-	sq_source_t s = live_data_source();
-	sq_suspend(s);
-	sq_source_cancel(s);
-	sq_release(s);
-	sq_resume(s);
-}
-
-static void
 merge_released(void *ctx)
 {
 	child_start();
@@ -180,7 +167,11 @@ test_crashes(void)
 	CHECK_CRASH(over_resume_after_suspend, NULL, "SwiftQueues: sq_resume");
 	CHECK_CRASH(resume_released, NULL, "SwiftQueues: sq_resume");
 	CHECK_CRASH(resume_released, NULL, "already released");
-	CHECK_CRASH(resume_cancelled_released, NULL, "SwiftQueues: sq_resume");
+	/* Not checked: resuming a suspended, cancelled source whose last
+	 * reference the program gave away. Once the loop has let go of a
+	 * cancelled source nothing holds it, so whether sq_resume still
+	 * finds the object (and reports) or it is already freed depends on
+	 * timing; the sanitizers flagged the freed case. */
 	CHECK_CRASH(merge_released, NULL, "SwiftQueues: sq_source_merge_data");
 	CHECK_CRASH(merge_released, NULL, "already released");
 	CHECK_CRASH(suspend_released, NULL, "SwiftQueues: sq_suspend");
