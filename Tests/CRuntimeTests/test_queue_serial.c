@@ -1192,32 +1192,8 @@ test_producer_consumer(void)
  * about 1 round in 400 with a short idle spin; the monitor's safety net
  * now bounds such a stall to milliseconds). Some rounds first flood the
  * global queue, so workers are in every state when the pair arrives.
+ * The tasks are the handshake pair above.
  */
-struct pair_round {
-	sem_t a_to_b, b_to_a, done;
-	atomic_int ok;
-};
-
-static void
-pair_a(void *arg)
-{
-	struct pair_round *r = arg;
-	sem_post(&r->a_to_b);
-	if (sqt_sem_wait_ms(&r->b_to_a, 2000))
-		atomic_fetch_add(&r->ok, 1);
-	sem_post(&r->done);
-}
-
-static void
-pair_b(void *arg)
-{
-	struct pair_round *r = arg;
-	sem_post(&r->b_to_a);
-	if (sqt_sem_wait_ms(&r->a_to_b, 2000))
-		atomic_fetch_add(&r->ok, 1);
-	sem_post(&r->done);
-}
-
 static void
 pair_nop(void *arg)
 {
@@ -1229,7 +1205,7 @@ test_waiting_pairs_never_stall(void)
 	int rounds = (SQT_TSAN || SQT_ASAN) ? 1000 : 5000, stalled = 0;
 	uint64_t t0 = sqt_now_ns();
 	for (int i = 0; i < rounds; i++) {
-		struct pair_round r;
+		struct handshake r;
 		sem_init(&r.a_to_b, 0, 0);
 		sem_init(&r.b_to_a, 0, 0);
 		sem_init(&r.done, 0, 0);
@@ -1240,8 +1216,8 @@ test_waiting_pairs_never_stall(void)
 			for (int k = 0; k < 50; k++)
 				sq_async_f(sq_get_global_queue(0, 0), NULL,
 						pair_nop);
-		sq_async_f(qa, &r, pair_a);
-		sq_async_f(qb, &r, pair_b);
+		sq_async_f(qa, &r, handshake_a);
+		sq_async_f(qb, &r, handshake_b);
 		bool both = sqt_sem_wait_ms(&r.done, 10000) &&
 				sqt_sem_wait_ms(&r.done, 10000);
 		if (!both || atomic_load(&r.ok) != 2)
