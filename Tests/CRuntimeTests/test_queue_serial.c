@@ -1185,60 +1185,11 @@ test_producer_consumer(void)
 	sem_destroy(&pc.done);
 }
 
-/*
- * Two serial queues whose tasks wait for each other, round after round:
- * the second task must reach a worker while the first blocks. A lost
- * wake-up in the pool shows here as a round that stalls (this found one,
- * about 1 round in 400 with a short idle spin; the monitor's safety net
- * now bounds such a stall to milliseconds). Some rounds first flood the
- * global queue, so workers are in every state when the pair arrives.
- * The tasks are the handshake pair above.
- */
-static void
-pair_nop(void *arg)
-{
-}
-
-static void
-test_waiting_pairs_never_stall(void)
-{
-	int rounds = (SQT_TSAN || SQT_ASAN) ? 1000 : 5000, stalled = 0;
-	uint64_t t0 = sqt_now_ns();
-	for (int i = 0; i < rounds; i++) {
-		struct handshake r;
-		sem_init(&r.a_to_b, 0, 0);
-		sem_init(&r.b_to_a, 0, 0);
-		sem_init(&r.done, 0, 0);
-		atomic_init(&r.ok, 0);
-		sq_queue_t qa = sq_queue_create("pair.a", NULL);
-		sq_queue_t qb = sq_queue_create("pair.b", NULL);
-		if (i % 3 == 0)
-			for (int k = 0; k < 50; k++)
-				sq_async_f(sq_get_global_queue(0, 0), NULL,
-						pair_nop);
-		sq_async_f(qa, &r, handshake_a);
-		sq_async_f(qb, &r, handshake_b);
-		bool both = sqt_sem_wait_ms(&r.done, 10000) &&
-				sqt_sem_wait_ms(&r.done, 10000);
-		if (!both || atomic_load(&r.ok) != 2)
-			stalled++;
-		sq_release(qa);
-		sq_release(qb);
-		sem_destroy(&r.a_to_b);
-		sem_destroy(&r.b_to_a);
-		sem_destroy(&r.done);
-	}
-	CHECK_EQ(stalled, 0);
-	printf("waiting pairs: %d rounds in %.0f ms, %d stalled\n", rounds,
-			(double)(sqt_now_ns() - t0) / 1e6, stalled);
-}
-
 int
 main(void)
 {
 	test_fifo_one_at_a_time();
 	test_serial_queues_run_concurrently();
-	test_waiting_pairs_never_stall();
 	test_labels();
 	test_cookbook_5_11();
 	test_context_and_finalizer();
