@@ -207,4 +207,35 @@ sqt_thread_name(char out[16])
 		out[0] = '\0';
 }
 
+/*
+ * Two tasks that wait for each other (each posts its side, then waits up
+ * to 5 s for the other's): run on two serial queues, both succeed only if
+ * the pool runs them at the same time. `ok` counts the sides that met.
+ */
+struct handshake {
+	sem_t a_to_b, b_to_a;
+	atomic_int ok;
+	sem_t done;
+};
+
+static inline void
+handshake_a(void *arg)
+{
+	struct handshake *h = arg;
+	sem_post(&h->a_to_b);
+	if (sqt_sem_wait_ms(&h->b_to_a, 5000))
+		atomic_fetch_add(&h->ok, 1);
+	sem_post(&h->done);
+}
+
+static inline void
+handshake_b(void *arg)
+{
+	struct handshake *h = arg;
+	sem_post(&h->b_to_a);
+	if (sqt_sem_wait_ms(&h->a_to_b, 5000))
+		atomic_fetch_add(&h->ok, 1);
+	sem_post(&h->done);
+}
+
 #endif /* SQTEST_QUEUE_HELPERS_H */

@@ -73,32 +73,6 @@ test_fifo_one_at_a_time(void)
 
 /* ---- AT-DQ-07: separate serial queues run concurrently -------------------- */
 
-struct handshake {
-	sem_t a_to_b, b_to_a;
-	atomic_int ok;
-	sem_t done;
-};
-
-static void
-handshake_a(void *arg)
-{
-	struct handshake *h = arg;
-	sem_post(&h->a_to_b);
-	if (sqt_sem_wait_ms(&h->b_to_a, 5000))
-		atomic_fetch_add(&h->ok, 1);
-	sem_post(&h->done);
-}
-
-static void
-handshake_b(void *arg)
-{
-	struct handshake *h = arg;
-	sem_post(&h->b_to_a);
-	if (sqt_sem_wait_ms(&h->a_to_b, 5000))
-		atomic_fetch_add(&h->ok, 1);
-	sem_post(&h->done);
-}
-
 #define RDV_QUEUES 4
 
 struct rendezvous {

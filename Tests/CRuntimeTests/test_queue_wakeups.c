@@ -14,32 +14,6 @@
  */
 #include "queue_helpers.h"
 
-struct handshake {
-	sem_t a_to_b, b_to_a;
-	atomic_int ok;
-	sem_t done;
-};
-
-static void
-handshake_a(void *arg)
-{
-	struct handshake *h = arg;
-	sem_post(&h->a_to_b);
-	if (sqt_sem_wait_ms(&h->b_to_a, 2000))
-		atomic_fetch_add(&h->ok, 1);
-	sem_post(&h->done);
-}
-
-static void
-handshake_b(void *arg)
-{
-	struct handshake *h = arg;
-	sem_post(&h->b_to_a);
-	if (sqt_sem_wait_ms(&h->a_to_b, 2000))
-		atomic_fetch_add(&h->ok, 1);
-	sem_post(&h->done);
-}
-
 static void
 pair_nop(void *arg)
 {
@@ -74,7 +48,7 @@ test_waiting_pairs_never_stall(void)
 		sem_destroy(&r.b_to_a);
 		sem_destroy(&r.done);
 		if (stalled >= 3)
-			break; /* enough to fail; each stall costs 2 s */
+			break; /* enough to fail; each stall costs 5 s */
 	}
 	CHECK_EQ(stalled, 0);
 	printf("waiting pairs: %d rounds in %.0f ms, %d stalled\n", rounds,
