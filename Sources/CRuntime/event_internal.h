@@ -83,7 +83,6 @@ struct sq_source_type_s {
 /* Command bits, processed by the loop in this order. */
 #define SQ_CMD_REGISTER 0x1u
 #define SQ_CMD_TIMER 0x2u
-#define SQ_CMD_REARM 0x4u
 #define SQ_CMD_CANCEL 0x8u
 
 struct sq_source_handler_s {

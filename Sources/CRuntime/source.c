@@ -319,8 +319,9 @@ _sq_source_invoke(void *ctx)
 			}
 			if (fd && !s->fd_eof && !(_sq_source_state(s) &
 					SQ_SRC_CANCELLED)) {
-				if (always)
-					_sq_source_post(s, SQ_CMD_REARM);
+				if (always) /* a regular file: ready again */
+					__atomic_or_fetch(&s->pending, 1,
+							__ATOMIC_SEQ_CST);
 				else
 					_sq_source_recheck(s);
 			}
@@ -435,16 +436,6 @@ static int
 _sq_pidfd_open(pid_t pid)
 {
 	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-/* Regular files epoll refuses are always ready: each handler run asks for
- * the next (descriptors the loop watches are edge-triggered and persistent,
- * see _sq_source_recheck). */
-static void
-_sq_source_arm_event(struct sq_source_s *s)
-{
-	if (s->always_ready)
-		_sq_source_merge(s, 1);
 }
 
 /* ---- Loop side: signals ------------------------------------------------
@@ -839,8 +830,6 @@ _sq_source_run_commands(struct sq_source_s *s)
 	}
 	if ((bits & SQ_CMD_TIMER) && !cancelled && s->registered)
 		_sq_source_timer_apply(s);
-	if ((bits & SQ_CMD_REARM) && !cancelled && s->registered)
-		_sq_source_arm_event(s);
 	if (bits & SQ_CMD_CANCEL) {
 		bool was_registered = s->registered;
 		if (was_registered)
