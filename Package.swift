@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 //
 // SwiftQueues: Grand Central Dispatch rebuilt for Linux.
-// CRuntime is the C core (also built as libswiftqueues by the Makefile);
+// CSwiftQueues (folder Sources/CRuntime) is the C core (also built as libswiftqueues by the Makefile);
 // SwiftQueues is the Swift API over it.
 import PackageDescription
 
@@ -9,11 +9,11 @@ let package = Package(
     name: "SwiftQueues",
     products: [
         .library(name: "SwiftQueues", targets: ["SwiftQueues"]),
-        .library(name: "CRuntime", targets: ["CRuntime"]),
+        .library(name: "CSwiftQueues", targets: ["CSwiftQueues"]),
     ],
     targets: [
         .target(
-            name: "CRuntime",
+            name: "CSwiftQueues",
             path: "Sources/CRuntime",
             cSettings: [
                 .define("_GNU_SOURCE"),
@@ -29,7 +29,7 @@ let package = Package(
         ),
         .target(
             name: "SwiftQueues",
-            dependencies: ["CRuntime"],
+            dependencies: ["CSwiftQueues"],
             path: "Sources/SwiftQueues"
         ),
         .executableTarget(

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// A 64-bit integer that any number of threads may read and modify at once.
 ///

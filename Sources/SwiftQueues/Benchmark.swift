@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// Runs `body` `iterations` times on the calling thread and returns the mean
 /// nanoseconds per call on the monotonic clock, less the cost of the calling

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 import Synchronization
 
 /// A procedure that runs one or more closures and finishes when all of them

@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// One closure on its way through the C runtime.
 //

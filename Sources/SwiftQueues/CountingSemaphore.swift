@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// A counting semaphore (`DispatchSemaphore`): ``wait()`` takes a unit,
 /// waiting for one if none is left, and ``signal()`` gives one back.

@@ -12,7 +12,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import CRuntime
+import CSwiftQueues
 import Synchronization
 
 /// An immutable sequence of bytes that may live in several memory regions

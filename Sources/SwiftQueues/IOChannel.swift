@@ -12,7 +12,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import CRuntime
+import CSwiftQueues
 import Synchronization
 
 /// An I/O failure: the `errno` the C runtime reported.

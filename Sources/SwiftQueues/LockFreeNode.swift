@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// The C runtime's intrusive links; `init()` is the all-zero (NULL) link.
 internal protocol _LockFreeLink { init() }

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// A first-in, first-out queue that any number of threads may push to and
 /// pop from at once (`OSAtomicFifoEnqueue` / `OSAtomicFifoDequeue`).

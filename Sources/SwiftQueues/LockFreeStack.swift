@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// A last-in, first-out stack that any number of threads may push to and pop
 /// from at once (`OSAtomicEnqueue` / `OSAtomicDequeue`).

@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// Runs a closure exactly once for the life of the token, however many
 /// threads race to run it (`dispatch_once` / `pthread_once`).

@@ -18,7 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 import Synchronization
 
 /// One priority's ready list.

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 import Synchronization
 #if canImport(Glibc)
 import Glibc

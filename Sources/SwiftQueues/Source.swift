@@ -12,7 +12,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import CRuntime
+import CSwiftQueues
 
 /// Why a source could not be created: the `errno` the C runtime reported.
 ///

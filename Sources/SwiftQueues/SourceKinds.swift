@@ -11,7 +11,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import CRuntime
+import CSwiftQueues
 
 // MARK: - Timer
 

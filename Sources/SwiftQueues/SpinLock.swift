@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// A lock for short critical sections.
 ///

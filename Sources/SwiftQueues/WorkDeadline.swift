@@ -10,7 +10,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import CRuntime
+import CSwiftQueues
 
 /// A point in time that a wait gives up at (`dispatch_time_t`, `DispatchTime`,
 /// `DispatchWallTime`).

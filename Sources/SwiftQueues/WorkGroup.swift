@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// A set of work to wait for, or be told about, as a whole
 /// (`DispatchGroup`).

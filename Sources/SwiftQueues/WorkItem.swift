@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// A closure as an object that can be submitted, cancelled before it runs,
 /// waited for and observed (`DispatchWorkItem`).

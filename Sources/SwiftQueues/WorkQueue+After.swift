@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 extension WorkQueue {
     /// Submits `body` to the queue at `deadline` and returns at once

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 extension WorkQueue {
     // MARK: - async/await

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 extension WorkQueue {
     /// Drains the main queue on the main thread forever (`dispatchMain()`).

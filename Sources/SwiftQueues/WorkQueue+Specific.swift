@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// A key for values attached to queues (`DispatchSpecificKey`).
 ///

@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-import CRuntime
+import CSwiftQueues
 
 /// A queue of work (`DispatchQueue`): closures submitted to it run on the
 /// SwiftQueues worker pool, in FIFO order.

@@ -1,6 +1,6 @@
 import Testing
 @testable import SwiftQueues
-import CRuntime
+import CSwiftQueues
 
 @Suite struct LockFreeQueueTests {
     @Test func firstInFirstOut() {

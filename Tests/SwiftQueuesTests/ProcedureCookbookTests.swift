@@ -3,7 +3,7 @@
 // invocation and dependency recipes with their expected output, and 000 §2.9's
 // performOperation (AT-OP-32).
 
-import CRuntime
+import CSwiftQueues
 import Synchronization
 import Testing
 import SwiftQueues

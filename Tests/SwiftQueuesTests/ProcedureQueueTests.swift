@@ -3,7 +3,7 @@
 // queue, the current queue, the underlying queue, ownership.
 // Test names carry the spec's AT-OP / C-5.x ids (SEED-FEATURES.md §8.3).
 
-import CRuntime
+import CSwiftQueues
 import Synchronization
 import Testing
 import SwiftQueues
