@@ -1,7 +1,10 @@
 # SwiftQueues — build, test, install, benchmark.
 #
 #   make demo        set up and run the examples (C and Swift)
-#   make test        set up and run every test (C tests, C install check, swift test)
+#   make test        set up and run every test (C tests, again at SQ_WORKERS=8, a short
+#                    chaos pass, C install check, swift test)
+#   make test-chaos  the pool's width matrix in a chaos build (-DSQ_CHAOS: random
+#                    yields and sleeps inside the wake-up protocol)
 #   make test-tsan   the same under ThreadSanitizer
 #   make test-asan   the same under AddressSanitizer (+ UndefinedBehaviorSanitizer for C;
 #                    swiftc has no UBSan)
@@ -28,11 +31,12 @@ DEPS_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 OPT      ?= -O2
 SANITIZE ?=
+CHAOS    ?=
 WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wpointer-arith -Wformat=2 -Wno-unused-parameter
 SAN_FLAGS = $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer,)
 CFLAGS_ALL = -std=gnu11 $(OPT) -g -pthread $(WARNINGS) $(SAN_FLAGS) \
-             -Iinclude $(DEPS_CFLAGS) $(CFLAGS)
+             $(if $(CHAOS),-DSQ_CHAOS,) -Iinclude $(DEPS_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = -pthread $(SAN_FLAGS) $(LDFLAGS)
 
 LIB_SRCS := $(wildcard Sources/CRuntime/*.c)
@@ -57,7 +61,8 @@ BLOCKS_LIBDIR := $(SWIFT_BIN_DIR)/../lib/swift/linux
 BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
                    $(wildcard Tests/CRuntimeTests/blocks/test_*.c))
 
-.PHONY: all deps lib pc test test-c test-install test-swift test-tsan test-asan \
+.PHONY: all deps lib pc test test-c test-c-wide test-chaos test-chaos-short \
+        test-install test-swift test-tsan test-asan \
         bench demo install uninstall clean
 
 all: lib
@@ -125,10 +130,27 @@ $(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c Tests/CRuntimeTests/sqtest.h $(
 	  $(if $(SANITIZE),-ldispatch) \
 	  -Wl,-rpath,$(BLOCKS_LIBDIR)
 
-test: test-c test-install test-swift
+test: test-c test-c-wide test-chaos-short test-install test-swift
 
 test-c: lib $(TEST_BINS) $(BLOCKS_TESTS)
 	@sh Tests/CRuntimeTests/run.sh $(TEST_BINS) $(BLOCKS_TESTS)
+
+# The C suite again with a pool of 8 workers, standing in for a bigger
+# machine (the width matrix runs every width itself).
+test-c-wide: lib $(TEST_BINS) $(BLOCKS_TESTS)
+	@echo "C suite with SQ_WORKERS=8:"
+	@SQ_WORKERS=8 sh Tests/CRuntimeTests/run.sh \
+	  $(filter-out %/test_pool_matrix,$(TEST_BINS)) $(BLOCKS_TESTS)
+
+# The pool's width matrix in a chaos build; test-chaos-short is CI's pass.
+CHAOS_TESTS := test_pool_matrix test_queue_wakeups test_queue_stress
+test-chaos: deps
+	$(MAKE) --no-print-directory BUILD=build-chaos CHAOS=1 \
+	  $(addprefix build-chaos/tests/,$(CHAOS_TESTS))
+	@sh Tests/CRuntimeTests/run.sh $(addprefix build-chaos/tests/,$(CHAOS_TESTS))
+
+test-chaos-short: deps
+	@SQT_MATRIX_SCALE=20 $(MAKE) --no-print-directory test-chaos
 
 # The C story end to end: install into a temporary prefix, build a program
 # with that prefix's pkg-config file, run it.
@@ -173,5 +195,5 @@ demo: lib
 	$(SWIFT) run -c release SwiftQueuesDemo
 
 clean:
-	rm -rf build build-tsan build-asan
+	rm -rf build build-tsan build-asan build-chaos
 	$(MAKE) --no-print-directory -C Benchmarks ROOT=$(CURDIR) clean 2>/dev/null || true

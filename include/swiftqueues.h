@@ -19,6 +19,7 @@
 #include <swiftqueues/benchmark.h>
 #include <swiftqueues/object.h>
 #include <swiftqueues/queue.h>
+#include <swiftqueues/pool.h>
 #include <swiftqueues/group.h>
 #include <swiftqueues/semaphore.h>
 #include <swiftqueues/workitem.h>

@@ -64,6 +64,19 @@ void __tsan_release(void *addr);
 #define _sq_tsan_acquire(addr) ((void)(addr))
 #endif
 
+/*
+ * Chaos builds (-DSQ_CHAOS, `make test-chaos`): SQ_CHAOS_POINT() between the
+ * steps of the pool's park / wake / search protocol and of the queue state
+ * word's transitions injects, at random, a sched_yield, a short spin or a
+ * micro-sleep, to widen race windows. Nothing in other builds.
+ */
+#ifdef SQ_CHAOS
+SQ_INTERNAL void _sq_chaos_point(void);
+#define SQ_CHAOS_POINT() _sq_chaos_point()
+#else
+#define SQ_CHAOS_POINT() ((void)0)
+#endif
+
 /* The pause instruction for spin-wait loops. */
 SQ_INLINE void
 _sq_cpu_relax(void)

@@ -22,6 +22,16 @@
  *   every worker is busy, work is waiting and some workers are blocked (not
  *   runnable in /proc), a monitor thread adds workers within milliseconds,
  *   up to SQ_MAX_THREADS; extra workers retire after 5 idle seconds.
+ *
+ * The wake-up invariant (argued path by path in docs/ARCHITECTURE.md):
+ * whenever a job is in a run queue, some worker is searching (counted in
+ * `searching`, which includes workers woken or started as searchers), or
+ * no worker is idle and every live worker will look again when its job
+ * returns (the monitor adds workers for blocked ones). A worker leaves the
+ * searcher count only through `_sq_worker_stop_searching` (it found a job:
+ * if it was the last searcher it re-checks and wakes another) or through
+ * `_sq_worker_park` (it found nothing: it re-checks after leaving, and
+ * searches again if anything is there).
  */
 #include "queue_internal.h"
 
@@ -37,9 +47,8 @@
 #define SQ_DEFAULT_MAX_THREADS 64
 #define SQ_SPIN_ROUNDS 256
 /* Monitor ticks without any worker progress, while work waits and a worker
- * is idle, after which the monitor wakes one (see _sq_monitor_main). */
+ * is idle, after which the safety net wakes one (see _sq_monitor_main). */
 #define SQ_STALL_TICKS 3
-#define SQ_MONITOR_IDLE_NS (250 * NSEC_PER_MSEC)
 #define SQ_RETIRE_AFTER_NS (5 * NSEC_PER_SEC)
 #define SQ_MONITOR_INTERVAL_NS (2 * NSEC_PER_MSEC)
 #define SQ_BACKGROUND_NICE 10
@@ -93,10 +102,16 @@ static struct {
 	sq_spinlock_t idle_lock;
 	struct sq_worker_s *idle;
 	pthread_attr_t thread_attr;
-	/* The monitor: started on the first saturation; sleeps on `kick`
-	 * while the pool is not saturated. */
-	sq_once_t monitor_once;
+	/* The monitor: started with the pool; sleeps on `kick` while no work
+	 * waits. */
 	uint32_t monitor_kick;
+	bool monitor_running;
+	bool net_enabled;  /* SQ_MONITOR_NET (default 1) */
+	/* Statistics (sq_pool_stats), relaxed counters. */
+	uint64_t wakeups;
+	uint64_t spawned;
+	uint64_t compensated;
+	uint64_t net_firings;
 	struct sq_worker_s workers[SQ_POOL_MAX_THREADS];
 } _sq_pool;
 
@@ -169,6 +184,8 @@ _sq_env_int(const char *name, int fallback, int min, int max)
 	return n > max ? max : (int)n;
 }
 
+static void _sq_monitor_start(void);
+
 static void
 _sq_pool_init_once(void *unused)
 {
@@ -179,9 +196,11 @@ _sq_pool_init_once(void *unused)
 	int max = _sq_env_int("SQ_MAX_THREADS", SQ_DEFAULT_MAX_THREADS, 1,
 			SQ_POOL_MAX_THREADS);
 	_sq_pool.max_threads = max < _sq_pool.width ? _sq_pool.width : max;
+	_sq_pool.net_enabled = _sq_env_int("SQ_MONITOR_NET", 1, 0, 1) != 0;
 	pthread_attr_init(&_sq_pool.thread_attr);
 	pthread_attr_setdetachstate(&_sq_pool.thread_attr,
 			PTHREAD_CREATE_DETACHED);
+	_sq_monitor_start();
 }
 
 void
@@ -399,6 +418,7 @@ _sq_pool_spawn(void)
 	if (w == NULL)
 		return false;
 
+	__atomic_add_fetch(&_sq_pool.spawned, 1, __ATOMIC_RELAXED);
 	pthread_t thread;
 	if (pthread_create(&thread, &_sq_pool.thread_attr, _sq_worker_main,
 			w) != 0) {
@@ -411,31 +431,46 @@ _sq_pool_spawn(void)
 	return true;
 }
 
+/* Wakes w, popped off the idle stack, as a searcher. */
+static void
+_sq_worker_wake(struct sq_worker_s *w)
+{
+	w->searching = true;
+	__atomic_add_fetch(&_sq_pool.wakeups, 1, __ATOMIC_RELAXED);
+	SQ_CHAOS_POINT();
+	/* Release: the worker sees `searching` before it runs. */
+	__atomic_store_n(&w->parked, 0, __ATOMIC_RELEASE);
+	_sq_futex_wake(&w->parked, 1);
+}
+
 /* Gets one more worker looking for work, unless one already is. */
 static void
 _sq_pool_notify(void)
 {
 	/* Seq-cst load after the job's (full-barrier) enqueue: a searcher
-	 * that stops searching looks at the queues after its decrement. */
+	 * that stops searching looks at the queues after its decrement, so
+	 * either we see it counted or it sees our job. */
 	if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST) != 0)
 		return;
+	SQ_CHAOS_POINT();
 	int32_t zero = 0;
 	if (!__atomic_compare_exchange_n(&_sq_pool.searching, &zero, 1, false,
 			__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-		return;
+		return; /* someone else became the searcher */
+	SQ_CHAOS_POINT();
 	struct sq_worker_s *w = _sq_idle_pop();
 	if (w) {
-		w->searching = true;
-		/* Release: the worker sees `searching` before it runs. */
-		__atomic_store_n(&w->parked, 0, __ATOMIC_RELEASE);
-		_sq_futex_wake(&w->parked, 1);
+		_sq_worker_wake(w);
 		return;
 	}
 	if (__atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) < _sq_pool.width
 			&& _sq_pool_spawn())
 		return;
+	/* No worker is idle: every live one is running a job and looks
+	 * again when it returns (a worker on its way to the idle stack
+	 * re-checks the queues after pushing itself, see _sq_worker_park). */
 	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
-	/* Everyone is busy: let the monitor judge whether they are blocked. */
+	/* Let the monitor judge whether the busy ones are blocked. */
 	_sq_monitor_kick();
 }
 
@@ -448,26 +483,61 @@ _sq_pool_push(int root, struct sq_job_s *job)
 	_sq_tsan_release(job); /* after our last plain write to the job */
 	if (w != NULL && w->root == root &&
 			_sq_ring_push(&w->ring, (uintptr_t)job | (uintptr_t)root)) {
-		/* Full fence: pairs with the parking worker's look. */
+		/* Full fence: orders the ring's tail store before the load of
+		 * `searching` in notify (pairs with the parking worker's
+		 * decrement-then-look). */
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	} else {
 		struct sq_root_rq_s *rq = &_sq_pool.roots[root];
+		/* A full barrier (an atomic exchange), same pairing. */
 		cds_wfcq_enqueue(&rq->head, &rq->tail, &job->link);
 	}
+	SQ_CHAOS_POINT();
 	_sq_pool_notify();
 }
 
 /* ---- Workers ------------------------------------------------------------ */
 
 /* A searching worker found work: if it was the last searcher and more
- * work is waiting, get another worker looking. */
+ * work is waiting, get another worker looking. (Submitters that saw it
+ * counted woke nobody; the seq-cst decrement before the look means that
+ * either they saw the count drop to 0 and notified, or we see their job.) */
 static void
 _sq_worker_stop_searching(struct sq_worker_s *w)
 {
+	SQ_CHAOS_POINT();
 	w->searching = false;
-	if (__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST) == 0
-			&& _sq_pool_has_work())
-		_sq_pool_notify();
+	if (__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST) == 0) {
+		SQ_CHAOS_POINT();
+		if (_sq_pool_has_work())
+			_sq_pool_notify();
+	}
+}
+
+/* w counts itself as a searcher again: it stopped searching, then saw
+ * work that a submitter may have left to it. */
+static void
+_sq_worker_search_again(struct sq_worker_s *w)
+{
+	w->searching = true;
+	__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+}
+
+/* w stops searching without having found work. Returns true if work is
+ * visible after that: w is then a searcher again and must look. */
+static bool
+_sq_worker_give_up_search(struct sq_worker_s *w)
+{
+	SQ_CHAOS_POINT(); /* still counted: submitters skip the wake-up */
+	w->searching = false;
+	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+	SQ_CHAOS_POINT();
+	/* Seq-cst: after the decrement. A submitter that saw us counted
+	 * (and so woke nobody) enqueued before that load: we see its job. */
+	if (!_sq_pool_has_work())
+		return false;
+	_sq_worker_search_again(w);
+	return true;
 }
 
 static struct sq_job_s *
@@ -550,50 +620,53 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root)
 	_sq_job_run(job);
 }
 
-/* Parks w until there is work; returns false when w should retire. */
+/*
+ * Called when w found no work. Returns true when w must look again, and
+ * then w is always a searcher (counted in `searching`); false when w has
+ * retired (it left `live` and the idle stack).
+ */
 static bool
 _sq_worker_park(struct sq_worker_s *w)
 {
-	if (w->searching) {
-		w->searching = false;
-		__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
-		/* We may have been the searcher a submitter counted on. */
-		if (_sq_pool_has_work())
-			return true;
-	}
+	if (w->searching && _sq_worker_give_up_search(w))
+		return true;
 
 	/* At most one idle worker spins, counted as a searcher so that
 	 * submissions do not wake anyone else meanwhile. */
 	int32_t zero = 0;
 	if (__atomic_compare_exchange_n(&_sq_pool.spinning, &zero, 1, false,
 			__ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
-		w->searching = true;
-		__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+		_sq_worker_search_again(w);
+		SQ_CHAOS_POINT();
 		for (int i = 0; i < SQ_SPIN_ROUNDS; i++) {
 			if (_sq_pool_has_work()) {
 				__atomic_store_n(&_sq_pool.spinning, 0,
 						__ATOMIC_SEQ_CST);
-				return true;
+				return true; /* still a searcher */
 			}
 			for (int k = 0; k < 16; k++)
 				_sq_cpu_relax();
 		}
 		__atomic_store_n(&_sq_pool.spinning, 0, __ATOMIC_SEQ_CST);
-		w->searching = false;
-		__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
-		if (_sq_pool_has_work())
+		if (_sq_worker_give_up_search(w))
 			return true;
 	}
 
+	SQ_CHAOS_POINT();
 	__atomic_store_n(&w->parked, 1, __ATOMIC_RELAXED);
 	_sq_idle_push(w);
-	/* Pairs with the submitter's enqueue-then-notify: either it finds
-	 * us on the idle stack, or we see its job here. */
+	SQ_CHAOS_POINT();
+	/* Pairs with the submitter's enqueue-then-notify: either its
+	 * idle_pop (after our push, by the idle lock) finds us, or our look
+	 * here (after the push and this fence) sees its job. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
-	if (_sq_pool_has_work() && _sq_idle_remove(w)) {
+	if (_sq_pool_has_work() && (SQ_CHAOS_POINT(), _sq_idle_remove(w))) {
 		__atomic_store_n(&w->parked, 0, __ATOMIC_RELAXED);
+		_sq_worker_search_again(w);
 		return true;
 	}
+	/* (If the removal failed, a waker popped us and counted us as a
+	 * searcher: the wait below returns at once.) */
 
 	for (;;) {
 		int32_t live = __atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED);
@@ -606,19 +679,30 @@ _sq_worker_park(struct sq_worker_s *w)
 				r != ETIMEDOUT)
 			r = _sq_futex_wait_until(&w->parked, 1, deadline);
 		if (__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE) == 0)
-			return true;
+			return true; /* woken: the waker made us a searcher */
 		/* Idle for a while: retire if we are an extra worker and
 		 * nobody is waking us right now. */
 		live = __atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED);
-		while (live > _sq_pool.width) {
-			if (!_sq_idle_remove(w))
-				break; /* being woken: wait for it */
-			if (__atomic_compare_exchange_n(&_sq_pool.live, &live,
-					live - 1, false, __ATOMIC_SEQ_CST,
-					__ATOMIC_RELAXED))
-				return false;
-			_sq_idle_push(w);
+		if (live <= _sq_pool.width)
+			continue;
+		if (!_sq_idle_remove(w))
+			continue; /* being woken: wait for it */
+		SQ_CHAOS_POINT();
+		/* Off the idle stack: a submitter meanwhile may have found
+		 * nobody to wake. Leave only if `live` still says we are an
+		 * extra worker, and then pass on any work we can see. */
+		if (__atomic_compare_exchange_n(&_sq_pool.live, &live,
+				live - 1, false, __ATOMIC_SEQ_CST,
+				__ATOMIC_RELAXED)) {
+			if (_sq_pool_has_work())
+				_sq_pool_notify();
+			return false;
 		}
+		/* `live` changed: look for work as a searcher, then park
+		 * again through the checks above. */
+		__atomic_store_n(&w->parked, 0, __ATOMIC_RELAXED);
+		_sq_worker_search_again(w);
+		return true;
 	}
 }
 
@@ -635,6 +719,7 @@ _sq_worker_main(void *arg)
 		int root = SQ_ROOT_DEFAULT;
 		struct sq_job_s *job = _sq_find_work(w, &root);
 		if (job) {
+			SQ_CHAOS_POINT();
 			if (w->searching)
 				_sq_worker_stop_searching(w);
 			_sq_worker_run(w, job, root);
@@ -687,9 +772,10 @@ _sq_pool_jobs_total(void)
 	return total;
 }
 
-/* Wakes one idle worker as a searcher, whatever `searching` says. */
+/* The safety net: wakes one idle worker as a searcher, whatever
+ * `searching` says. */
 static void
-_sq_pool_wake_idle(void)
+_sq_pool_net_fire(void)
 {
 	__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
 	struct sq_worker_s *w = _sq_idle_pop();
@@ -697,10 +783,8 @@ _sq_pool_wake_idle(void)
 		__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
 		return;
 	}
-	w->searching = true;
-	/* Release: the worker sees `searching` before it runs. */
-	__atomic_store_n(&w->parked, 0, __ATOMIC_RELEASE);
-	_sq_futex_wake(&w->parked, 1);
+	__atomic_add_fetch(&_sq_pool.net_firings, 1, __ATOMIC_RELAXED);
+	_sq_worker_wake(w);
 }
 
 static void *
@@ -714,16 +798,14 @@ _sq_monitor_main(void *unused)
 	for (;;) {
 		if (!_sq_pool_has_work()) {
 			pending_ticks = 0;
-			/* Sleep until a submission finds everyone busy, or
-			 * for a while: the stall check below runs at least
-			 * every SQ_MONITOR_IDLE_NS even if no kick comes. */
+			stalled_ticks = 0;
+			/* Sleep until a submission finds every worker busy.
+			 * Clear the kick, then look again: a kick after the
+			 * look sets it to 1 and the futex wait returns. */
 			__atomic_store_n(&_sq_pool.monitor_kick, 0,
 					__ATOMIC_SEQ_CST);
-			if (!_sq_pool_has_work()) {
-				struct timespec idle = { 0,
-					(long)SQ_MONITOR_IDLE_NS };
-				_sq_futex_wait(&_sq_pool.monitor_kick, 0, &idle);
-			}
+			if (!_sq_pool_has_work())
+				_sq_futex_wait(&_sq_pool.monitor_kick, 0, NULL);
 			continue;
 		}
 		struct timespec tick = { 0, (long)SQ_MONITOR_INTERVAL_NS };
@@ -734,20 +816,20 @@ _sq_monitor_main(void *unused)
 			stalled_ticks = 0;
 			continue;
 		}
-		/* Safety net: work waits, a worker is idle, and no worker
-		 * finished a job for a few ticks. The submit / park protocol
-		 * should never leave that state standing, but one path does
-		 * (rarely, see docs/ARCHITECTURE.md: a worker that stops
-		 * searching, then sees work, runs it without waking the next
-		 * worker); the work then waits milliseconds, not forever. */
+		/* Safety net (SQ_MONITOR_NET=0 turns it off): work waits, a
+		 * worker is idle, and no worker started a job for a few
+		 * ticks. The wake-up protocol never leaves that state
+		 * standing; if a bug did, the work would wait milliseconds,
+		 * not forever, and net_firings counts it. */
 		uint64_t total = _sq_pool_jobs_total();
 		if (total != last_total) {
 			last_total = total;
 			stalled_ticks = 0;
-		} else if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) &&
+		} else if (_sq_pool.net_enabled &&
+				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) &&
 				++stalled_ticks >= SQ_STALL_TICKS) {
 			stalled_ticks = 0;
-			_sq_pool_wake_idle();
+			_sq_pool_net_fire();
 		}
 		if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) ||
 				__atomic_load_n(&_sq_pool.searching,
@@ -776,6 +858,8 @@ _sq_monitor_main(void *unused)
 			continue;
 		int runnable = busy - blocked;
 		for (int add = _sq_pool.width - runnable; add > 0; add--) {
+			/* Counted as a searcher before it starts (a new
+			 * worker begins by searching). */
 			__atomic_add_fetch(&_sq_pool.searching, 1,
 					__ATOMIC_SEQ_CST);
 			if (!_sq_pool_spawn()) {
@@ -783,26 +867,79 @@ _sq_monitor_main(void *unused)
 						__ATOMIC_SEQ_CST);
 				break;
 			}
+			__atomic_add_fetch(&_sq_pool.compensated, 1,
+					__ATOMIC_RELAXED);
 		}
 	}
 	return NULL;
 }
 
 static void
-_sq_monitor_start(void *unused)
+_sq_monitor_start(void)
 {
 	pthread_t thread;
 	if (pthread_create(&thread, &_sq_pool.thread_attr, _sq_monitor_main,
 			NULL) != 0)
 		_sq_client_crash("sq_async_f", "cannot start the pool "
 				"monitor thread: %s", strerror(errno));
+	__atomic_store_n(&_sq_pool.monitor_running, true, __ATOMIC_RELEASE);
 }
 
 static void
 _sq_monitor_kick(void)
 {
-	sq_once_f(&_sq_pool.monitor_once, NULL, _sq_monitor_start);
 	if (__atomic_exchange_n(&_sq_pool.monitor_kick, 1, __ATOMIC_SEQ_CST)
 			== 0)
 		_sq_futex_wake(&_sq_pool.monitor_kick, 1);
 }
+
+/* ---- Statistics --------------------------------------------------------- */
+
+void
+sq_pool_stats(sq_pool_stats_t *stats)
+{
+	_sq_pool_init();
+	stats->width = (uint32_t)_sq_pool.width;
+	stats->max_threads = (uint32_t)_sq_pool.max_threads;
+	stats->live = (uint32_t)__atomic_load_n(&_sq_pool.live,
+			__ATOMIC_RELAXED);
+	stats->idle = (uint32_t)__atomic_load_n(&_sq_pool.nidle,
+			__ATOMIC_RELAXED);
+	stats->searching = (uint32_t)__atomic_load_n(&_sq_pool.searching,
+			__ATOMIC_RELAXED);
+	stats->jobs = _sq_pool_jobs_total();
+	stats->wakeups = __atomic_load_n(&_sq_pool.wakeups, __ATOMIC_RELAXED);
+	stats->spawned = __atomic_load_n(&_sq_pool.spawned, __ATOMIC_RELAXED);
+	stats->compensated = __atomic_load_n(&_sq_pool.compensated,
+			__ATOMIC_RELAXED);
+	stats->net_firings = __atomic_load_n(&_sq_pool.net_firings,
+			__ATOMIC_RELAXED);
+	stats->monitor_running = __atomic_load_n(&_sq_pool.monitor_running,
+			__ATOMIC_ACQUIRE);
+	stats->net_enabled = _sq_pool.net_enabled;
+}
+
+/* ---- Chaos builds ------------------------------------------------------ */
+
+#ifdef SQ_CHAOS
+void
+_sq_chaos_point(void)
+{
+	static SQ_TLS uint64_t state;
+	if (state == 0)
+		state = ((uint64_t)gettid() << 32) ^ _sq_monotonic_ns() ^ 1;
+	state ^= state << 13;
+	state ^= state >> 7;
+	state ^= state << 17;
+	uint32_t r = (uint32_t)(state % 64);
+	if (r < 6) {
+		sched_yield();
+	} else if (r < 12) {
+		for (uint32_t i = (uint32_t)(state >> 40) % 512; i > 0; i--)
+			_sq_cpu_relax();
+	} else if (r == 12) {
+		struct timespec ts = { 0, (long)((state >> 20) % 50000) };
+		nanosleep(&ts, NULL);
+	}
+}
+#endif

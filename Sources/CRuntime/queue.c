@@ -380,11 +380,13 @@ _sq_queue_wakeup(struct sq_queue_s *q)
 			return;
 		if (!_sq_queue_has_work(q))
 			return;
+		SQ_CHAOS_POINT();
 		if (__atomic_compare_exchange_n(&q->state, &s,
 				s | SQ_STATE_ENQUEUED, false, __ATOMIC_SEQ_CST,
 				__ATOMIC_SEQ_CST))
 			break;
 	}
+	SQ_CHAOS_POINT();
 	_sq_queue_enqueue_self(q);
 }
 
@@ -392,8 +394,10 @@ _sq_queue_wakeup(struct sq_queue_s *q)
 static inline void
 _sq_queue_relinquish(struct sq_queue_s *q)
 {
+	SQ_CHAOS_POINT();
 	uint64_t s = __atomic_and_fetch(&q->state, ~SQ_STATE_ENQUEUED,
 			__ATOMIC_SEQ_CST);
+	SQ_CHAOS_POINT();
 	/* The common case, nothing more to do, decided without reloading the
 	 * state (concurrent queues also look at their held-back barrier). */
 	if (q->type != SQ_QUEUE_TYPE_CONCURRENT && (_sq_queue_is_empty(q) ||
@@ -412,8 +416,10 @@ _sq_queue_push(struct sq_queue_s *q, struct sq_job_s *job)
 	/* Wait-free append; a full barrier. Returns false if it was empty. */
 	job->link.next = NULL;
 	_sq_tsan_release(job);
-	if (!cds_wfcq_enqueue(&q->head, &q->tail, &job->link))
+	if (!cds_wfcq_enqueue(&q->head, &q->tail, &job->link)) {
+		SQ_CHAOS_POINT();
 		_sq_queue_wakeup(q);
+	}
 }
 
 static void
@@ -633,6 +639,7 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 			 * last task to finish cannot miss it. */
 			__atomic_store_n(&q->pending_barrier, c,
 					__ATOMIC_SEQ_CST);
+			SQ_CHAOS_POINT();
 			if (__atomic_load_n(&q->running, __ATOMIC_SEQ_CST) != 0)
 				break;
 			__atomic_store_n(&q->pending_barrier, NULL,
@@ -668,6 +675,7 @@ static void
 _sq_concurrent_leave(struct sq_queue_s *q)
 {
 	int32_t n = __atomic_sub_fetch(&q->running, 1, __ATOMIC_SEQ_CST);
+	SQ_CHAOS_POINT();
 	if (n == 0 && __atomic_load_n(&q->pending_barrier, __ATOMIC_SEQ_CST))
 		_sq_queue_wakeup(q);
 }
@@ -795,6 +803,7 @@ _sq_concurrent_try_enter(struct sq_queue_s *q)
 	if (__atomic_load_n(&q->barriers, __ATOMIC_SEQ_CST) != 0)
 		return false;
 	__atomic_add_fetch(&q->running, 1, __ATOMIC_SEQ_CST);
+	SQ_CHAOS_POINT();
 	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_SEQ_CST);
 	if (__atomic_load_n(&q->barriers, __ATOMIC_SEQ_CST) != 0 ||
 			(s & (SQ_STATE_INACTIVE | SQ_STATE_SUSPEND_MASK))) {

@@ -112,7 +112,7 @@ test_nested(void)
 	sq_apply_f(32, sq_get_global_queue(0, 0), NULL, level3);
 	CHECK_EQ(atomic_load(&nested_count), 32);
 
-	int ncpu = sqt_ncpu();
+	int ncpu = sqt_pool_width();
 	struct sqt_thread_monitor m;
 	sqt_thread_monitor_start(&m);
 	int before = atomic_load(&m.peak);
@@ -154,7 +154,7 @@ busy_apply_body(void *ctx, size_t i)
 static void
 test_apply_while_busy(void)
 {
-	int ncpu = sqt_ncpu();
+	int ncpu = sqt_pool_width();
 	sq_queue_t g = sq_get_global_queue(0, 0);
 	atomic_store(&busy_flag, true);
 	for (int i = 0; i < ncpu; i++)

@@ -161,7 +161,7 @@ pair_two(void *arg)
 static void
 test_parallelism(void)
 {
-	int ncpu = sqt_ncpu();
+	int ncpu = sqt_pool_width();
 
 	/* (a) 8 tasks on the DEFAULT global queue: at least min(8, ncpu)
 	 * (and at least 2) of them are in flight at once. */
@@ -323,7 +323,7 @@ test_barrier_exclusive(void)
 				overlaps++;
 	CHECK(before);
 	CHECK(after);
-	if (sqt_ncpu() >= 2)
+	if (sqt_pool_width() >= 2)
 		CHECK(overlaps >= 1);
 
 	/* A barrier_sync from outside waits for the earlier tasks, runs

@@ -34,7 +34,7 @@ tiny_task(void *arg)
 static void
 test_no_explosion(void)
 {
-	int ncpu = sqt_ncpu();
+	int ncpu = sqt_pool_width();
 	struct sqt_thread_monitor m;
 	sqt_thread_monitor_start(&m);
 	/* Workers left from an earlier test may still be there. */
@@ -131,7 +131,7 @@ cmp_int(const void *a, const void *b)
 static void
 test_priorities(void)
 {
-	int ncpu = sqt_ncpu();
+	int ncpu = sqt_pool_width();
 	sq_queue_t high = sq_get_global_queue(SQ_QUEUE_PRIORITY_HIGH, 0);
 	sq_queue_t low = sq_get_global_queue(SQ_QUEUE_PRIORITY_LOW, 0);
 	sq_queue_t bg = sq_get_global_queue(SQ_QUEUE_PRIORITY_BACKGROUND, 0);
@@ -218,7 +218,7 @@ raise_flag(void *arg)
 static void
 test_blocked_workers(void)
 {
-	int ncpu = sqt_ncpu();
+	int ncpu = sqt_pool_width();
 	sq_queue_t g = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 	for (int i = 0; i < ncpu; i++)
 		sq_async_f(g, NULL, blocker);

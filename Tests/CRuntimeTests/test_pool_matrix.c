@@ -1,0 +1,481 @@
+/*
+ * The pool's wake-up protocol at every width: the stress scenarios below run
+ * in a child process per pool width (SQ_WORKERS = 1, 2, 3, 4, 8, 16), once
+ * with the monitor's safety net off (SQ_MONITOR_NET=0) and once with it on.
+ *
+ * With the net off, a lost wake-up (a job in a run queue while every worker
+ * that could take it sleeps) is a round that never finishes; each round
+ * waits at most a few seconds, so the verdict does not depend on timing:
+ * the round fails. With the net on, the net must never have fired
+ * (sq_pool_stats().net_firings == 0): a firing is a lost wake-up the net
+ * papered over.
+ *
+ * Scenarios, each a number of rounds with random idle gaps (0-2 ms) between
+ * them, so workers are spinning, parking or asleep when work arrives:
+ *   pairs     the main thread hands one task to each of two serial queues;
+ *             the first waits until the second has started
+ *   bursts    1-64 tasks from the main thread on a random global queue
+ *   chains    50-link chains, each link submitted by the previous one (from
+ *             a worker, into its local ring) to a global or serial queue
+ *   stealing  a worker submits a waiting pair to its own ring: the first
+ *             blocks its worker, so another worker must steal the second
+ *   barriers  a concurrent queue with a mix of tasks and barriers; the
+ *             barriers check that they run alone
+ *
+ * SQT_MATRIX_SCALE (percent, default 100) scales the rounds; SQT_MATRIX_WIDTHS
+ * ("1 2 3 4 8 16") picks the widths. Chaos builds (-DSQ_CHAOS) run the same
+ * scenarios with random delays injected into the protocol's steps.
+ */
+#include "queue_helpers.h"
+
+#include <spawn.h>
+
+extern char **environ;
+
+#define ROUND_TIMEOUT_MS 8000u
+
+static unsigned scale_percent = 100;
+
+static int
+rounds_of(int normal)
+{
+	int n = (int)((long)normal * scale_percent / 100);
+	if (SQT_TSAN)
+		n /= 10;
+	else if (SQT_ASAN)
+		n /= 4;
+	return n < 20 ? 20 : n;
+}
+
+/* xorshift; one state per thread (only the main thread uses it). */
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t
+rnd(uint32_t bound)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return (uint32_t)(rng_state % bound);
+}
+
+static void
+spin_us(unsigned us)
+{
+	uint64_t end = sqt_now_ns() + (uint64_t)us * 1000u;
+	while (sqt_now_ns() < end) {
+	}
+}
+
+/* An idle gap between rounds: none, a few microseconds (spun, so the
+ * pool's spinner is caught at every point of its rounds), or up to 2 ms
+ * asleep (workers park). */
+static void
+idle_gap(void)
+{
+	uint32_t r = rnd(100);
+	if (r < 40)
+		return;
+	if (r < 85)
+		spin_us(rnd(60));
+	else
+		sqt_sleep_us(100 + rnd(1900));
+}
+
+static sq_queue_t
+random_global(void)
+{
+	static const long prios[] = {
+		SQ_QUEUE_PRIORITY_HIGH, SQ_QUEUE_PRIORITY_DEFAULT,
+		SQ_QUEUE_PRIORITY_LOW, SQ_QUEUE_PRIORITY_BACKGROUND,
+	};
+	return sq_get_global_queue(prios[rnd(4)], 0);
+}
+
+static void
+report(const char *name, int rounds, int done, uint64_t t0)
+{
+	printf("  %-9s %6d/%d rounds in %6.0f ms\n", name, done, rounds,
+			sqt_ms_since(t0));
+	fflush(stdout);
+}
+
+/* ---- pairs ---------------------------------------------------------------- */
+
+static void
+handshake_init(struct handshake *h)
+{
+	sem_init(&h->a_to_b, 0, 0);
+	sem_init(&h->b_to_a, 0, 0);
+	sem_init(&h->done, 0, 0);
+	atomic_init(&h->ok, 0);
+}
+
+static void
+handshake_destroy(struct handshake *h)
+{
+	sem_destroy(&h->a_to_b);
+	sem_destroy(&h->b_to_a);
+	sem_destroy(&h->done);
+}
+
+/* Both sides finished and met. A stalled round leaves the handshake's
+ * tasks possibly still queued: the caller stops the scenario (and leaks
+ * the round's memory) rather than free what a late task may touch. */
+static bool
+handshake_finished(struct handshake *h)
+{
+	return sqt_sem_wait_ms(&h->done, ROUND_TIMEOUT_MS) &&
+			sqt_sem_wait_ms(&h->done, ROUND_TIMEOUT_MS) &&
+			atomic_load(&h->ok) == 2;
+}
+
+static void
+scenario_pairs(void)
+{
+	int rounds = rounds_of(5000), i;
+	uint64_t t0 = sqt_now_ns();
+	sq_queue_t qa = sq_queue_create("matrix.pair.a", NULL);
+	sq_queue_t qb = sq_queue_create("matrix.pair.b", NULL);
+	for (i = 0; i < rounds; i++) {
+		struct handshake *h = malloc(sizeof(*h));
+		handshake_init(h);
+		idle_gap();
+		sq_async_f(qa, h, handshake_a);
+		sq_async_f(qb, h, handshake_b);
+		if (!handshake_finished(h)) {
+			fprintf(stderr, "pairs: round %d stalled\n", i);
+			break;
+		}
+		handshake_destroy(h);
+		free(h);
+	}
+	CHECK_EQ(i, rounds);
+	report("pairs", rounds, i, t0);
+	if (i == rounds) {
+		sq_release(qa);
+		sq_release(qb);
+	}
+}
+
+/* ---- bursts --------------------------------------------------------------- */
+
+struct burst {
+	atomic_int left;
+	sem_t done;
+};
+
+static void
+burst_task(void *arg)
+{
+	struct burst *b = arg;
+	if (atomic_fetch_sub(&b->left, 1) == 1)
+		sem_post(&b->done);
+}
+
+static void
+scenario_bursts(void)
+{
+	int rounds = rounds_of(5000), i;
+	uint64_t t0 = sqt_now_ns();
+	struct burst b;
+	sem_init(&b.done, 0, 0);
+	for (i = 0; i < rounds; i++) {
+		int n = 1 + (int)rnd(64);
+		atomic_store(&b.left, n);
+		idle_gap();
+		sq_queue_t q = random_global();
+		for (int k = 0; k < n; k++)
+			sq_async_f(q, &b, burst_task);
+		if (!sqt_sem_wait_ms(&b.done, ROUND_TIMEOUT_MS)) {
+			fprintf(stderr, "bursts: round %d stalled with %d of "
+					"%d tasks not run\n", i,
+					atomic_load(&b.left), n);
+			break;
+		}
+	}
+	CHECK_EQ(i, rounds);
+	report("bursts", rounds, i, t0);
+	if (i == rounds)
+		sem_destroy(&b.done);
+}
+
+/* ---- chains --------------------------------------------------------------- */
+
+struct chain {
+	sq_queue_t serial;
+	atomic_int links;
+	sem_t done;
+};
+
+static void chain_link(void *arg);
+
+static void
+chain_link(void *arg)
+{
+	struct chain *c = arg;
+	int left = atomic_fetch_sub(&c->links, 1) - 1;
+	if (left == 0) {
+		sem_post(&c->done);
+		return;
+	}
+	/* From a worker: to the global queue it runs (its own ring) or to
+	 * a serial queue; a short spin lets idle workers try to steal. */
+	if (left % 3 == 0)
+		sq_async_f(c->serial, c, chain_link);
+	else
+		sq_async_f(sq_get_global_queue(0, 0), c, chain_link);
+	if (left % 7 == 0)
+		spin_us(2);
+}
+
+static void
+scenario_chains(void)
+{
+	int rounds = rounds_of(2000), i;
+	uint64_t t0 = sqt_now_ns();
+	struct chain c;
+	c.serial = sq_queue_create("matrix.chain", NULL);
+	sem_init(&c.done, 0, 0);
+	for (i = 0; i < rounds; i++) {
+		atomic_store(&c.links, 50);
+		idle_gap();
+		sq_async_f(sq_get_global_queue(0, 0), &c, chain_link);
+		if (!sqt_sem_wait_ms(&c.done, ROUND_TIMEOUT_MS)) {
+			fprintf(stderr, "chains: round %d stalled with %d "
+					"links left\n", i,
+					atomic_load(&c.links));
+			break;
+		}
+	}
+	CHECK_EQ(i, rounds);
+	report("chains", rounds, i, t0);
+	if (i == rounds) {
+		sq_release(c.serial);
+		sem_destroy(&c.done);
+	}
+}
+
+/* ---- stealing ------------------------------------------------------------- */
+
+/* Runs on a worker of the default global queue: both halves of the pair go
+ * to that worker's own ring. It takes the first and blocks in it, so the
+ * second reaches a thread only if a submission woke another worker that
+ * steals it (or, at width 1, the monitor adds one for the blocked worker). */
+static void
+steal_start(void *arg)
+{
+	struct handshake *h = arg;
+	sq_queue_t q = sq_get_global_queue(0, 0);
+	sq_async_f(q, h, handshake_a);
+	sq_async_f(q, h, handshake_b);
+}
+
+static void
+scenario_stealing(void)
+{
+	int rounds = rounds_of(3000), i;
+	uint64_t t0 = sqt_now_ns();
+	for (i = 0; i < rounds; i++) {
+		struct handshake *h = malloc(sizeof(*h));
+		handshake_init(h);
+		idle_gap();
+		sq_async_f(sq_get_global_queue(0, 0), h, steal_start);
+		if (!handshake_finished(h)) {
+			fprintf(stderr, "stealing: round %d stalled\n", i);
+			break;
+		}
+		handshake_destroy(h);
+		free(h);
+	}
+	CHECK_EQ(i, rounds);
+	report("stealing", rounds, i, t0);
+}
+
+/* ---- barriers ------------------------------------------------------------- */
+
+struct barrier_round {
+	atomic_int running;    /* plain tasks running now */
+	atomic_int finished;   /* items finished */
+	atomic_int violations; /* a barrier that did not run alone */
+	sem_t done;
+};
+
+struct barrier_item {
+	struct barrier_round *r;
+	int before; /* items submitted before this one */
+	bool last;
+};
+
+static void
+barrier_plain(void *arg)
+{
+	struct barrier_item *it = arg;
+	atomic_fetch_add(&it->r->running, 1);
+	if (it->before % 5 == 0)
+		spin_us(1);
+	atomic_fetch_sub(&it->r->running, 1);
+	atomic_fetch_add(&it->r->finished, 1);
+}
+
+static void
+barrier_barrier(void *arg)
+{
+	struct barrier_item *it = arg;
+	struct barrier_round *r = it->r;
+	/* Alone, and after everything submitted before it. */
+	if (atomic_load(&r->running) != 0 ||
+			atomic_load(&r->finished) != it->before)
+		atomic_fetch_add(&r->violations, 1);
+	atomic_fetch_add(&r->finished, 1);
+	if (it->last)
+		sem_post(&r->done);
+}
+
+#define BARRIER_ITEMS 24
+
+static void
+scenario_barriers(void)
+{
+	int rounds = rounds_of(2000), i;
+	uint64_t t0 = sqt_now_ns();
+	sq_queue_t q = sq_queue_create("matrix.barriers", SQ_QUEUE_CONCURRENT);
+	struct barrier_round r;
+	struct barrier_item items[BARRIER_ITEMS];
+	sem_init(&r.done, 0, 0);
+	atomic_init(&r.violations, 0);
+	for (i = 0; i < rounds; i++) {
+		atomic_store(&r.running, 0);
+		atomic_store(&r.finished, 0);
+		idle_gap();
+		for (int k = 0; k < BARRIER_ITEMS; k++) {
+			bool last = k == BARRIER_ITEMS - 1;
+			items[k] = (struct barrier_item){ &r, k, last };
+			if (last || rnd(4) == 0)
+				sq_barrier_async_f(q, &items[k],
+						barrier_barrier);
+			else
+				sq_async_f(q, &items[k], barrier_plain);
+		}
+		if (!sqt_sem_wait_ms(&r.done, ROUND_TIMEOUT_MS)) {
+			fprintf(stderr, "barriers: round %d stalled with "
+					"%d items finished\n", i,
+					atomic_load(&r.finished));
+			break;
+		}
+	}
+	CHECK_EQ(i, rounds);
+	CHECK_EQ(atomic_load(&r.violations), 0);
+	report("barriers", rounds, i, t0);
+	if (i == rounds) {
+		sq_release(q);
+		sem_destroy(&r.done);
+	}
+}
+
+/* ---- child and parent -------------------------------------------------- */
+
+static int
+run_child(void)
+{
+	sq_pool_stats_t st;
+	sq_pool_stats(&st);
+	const char *net = getenv("SQ_MONITOR_NET");
+	bool net_on = !(net && strcmp(net, "0") == 0);
+	printf("width %u, safety net %s%s:\n", st.width, net_on ? "on" : "off",
+#ifdef SQ_CHAOS
+			" (chaos)"
+#else
+			""
+#endif
+	);
+	CHECK_EQ(st.net_enabled, net_on);
+	/* The monitor starts with the pool, not on first saturation. */
+	CHECK(st.monitor_running);
+
+	scenario_pairs();
+	scenario_bursts();
+	scenario_chains();
+	scenario_stealing();
+	scenario_barriers();
+
+	sq_pool_stats(&st);
+	printf("  pool: %u live, %llu wake-ups, %llu spawned (%llu by the "
+			"monitor), net fired %llu times\n", st.live,
+			(unsigned long long)st.wakeups,
+			(unsigned long long)st.spawned,
+			(unsigned long long)st.compensated,
+			(unsigned long long)st.net_firings);
+	CHECK_EQ(st.net_firings, 0);
+	fflush(stdout);
+	/* Exit without waiting for anything a failed round left behind. */
+	_exit(sqt_failed ? 1 : 0);
+}
+
+/* Runs this program as a child with the given width and net setting;
+ * true if it passed within `limit_s` seconds. */
+static bool
+run_width(int width, bool net, unsigned limit_s)
+{
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return false;
+	self[n] = '\0';
+	char w[16];
+	snprintf(w, sizeof(w), "%d", width);
+	setenv("SQT_MATRIX_CHILD", "1", 1);
+	setenv("SQ_WORKERS", w, 1);
+	setenv("SQ_MONITOR_NET", net ? "1" : "0", 1);
+	char *argv[] = { self, NULL };
+	pid_t pid;
+	if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0)
+		return false;
+	uint64_t deadline = sqt_now_ns() + (uint64_t)limit_s * 1000000000ull;
+	int status = 0;
+	for (;;) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			break;
+		if (sqt_now_ns() > deadline) {
+			fprintf(stderr, "width %d: hung for %u s, killed\n",
+					width, limit_s);
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return false;
+		}
+		sqt_sleep_ms(20);
+	}
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int
+main(void)
+{
+	const char *s = getenv("SQT_MATRIX_SCALE");
+	if (s && atoi(s) > 0)
+		scale_percent = (unsigned)atoi(s);
+	if (getenv("SQT_MATRIX_CHILD"))
+		return run_child();
+
+	const char *list = getenv("SQT_MATRIX_WIDTHS");
+	if (list == NULL || *list == '\0')
+		list = "1 2 3 4 8 16";
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%s", list);
+	uint64_t t0 = sqt_now_ns();
+	for (char *tok = strtok(buf, " ,"); tok; tok = strtok(NULL, " ,")) {
+		int width = atoi(tok);
+		if (width < 1)
+			continue;
+		for (int net = 0; net <= 1; net++) {
+			bool ok = run_width(width, net, SQT_TSAN ? 900 : 300);
+			if (!ok)
+				fprintf(stderr, "FAIL width %d, net %s\n",
+						width, net ? "on" : "off");
+			CHECK(ok);
+		}
+	}
+	printf("pool matrix: %.1f s\n", sqt_ms_since(t0) / 1000);
+	return sqt_finish("test_pool_matrix");
+}
