@@ -42,6 +42,7 @@ static const bench_scenario_t *const bench_areas[] = {
 	bench_queues,
 	bench_io,
 	bench_sources,
+	bench_pool,
 	NULL
 };
 
@@ -462,6 +463,9 @@ main(int argc, char **argv)
 	double scale;
 	bool list = false;
 	int c;
+
+	if (getenv("BENCH_POOL_CHILD"))
+		return bench_pool_child(getenv("BENCH_POOL_CHILD"));
 
 	while ((c = getopt(argc, argv, "ho:l")) != -1) {
 		switch (c) {

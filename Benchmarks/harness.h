@@ -41,6 +41,11 @@ extern const bench_scenario_t bench_primitives[];
 extern const bench_scenario_t bench_queues[];
 extern const bench_scenario_t bench_io[];
 extern const bench_scenario_t bench_sources[];
+extern const bench_scenario_t bench_pool[];
+
+/* bench_pool.c's child processes: main() runs this instead of the table
+ * when BENCH_POOL_CHILD is set, and returns its exit status. */
+int bench_pool_child(const char *mode);
 
 /* Restarts the clock of the current run: what came before does not count.
  * Call these two from the thread the harness called the run function on. */

@@ -45,12 +45,18 @@
 #define SQ_RING_SIZE 256u
 #define SQ_POOL_MAX_THREADS 512
 #define SQ_DEFAULT_MAX_THREADS 64
-#define SQ_SPIN_ROUNDS 256
+/* An idle worker spins for work at most this long before parking; the
+ * budget adapts between 0 and the maximum (see _sq_worker_park). */
+#define SQ_SPIN_MAX_NS (64 * NSEC_PER_USEC)
+#define SQ_SPIN_MIN_NS (4 * NSEC_PER_USEC)
 /* Monitor ticks without any worker progress, while work waits and a worker
  * is idle, after which the safety net wakes one (see _sq_monitor_main). */
 #define SQ_STALL_TICKS 3
 #define SQ_RETIRE_AFTER_NS (5 * NSEC_PER_SEC)
 #define SQ_MONITOR_INTERVAL_NS (2 * NSEC_PER_MSEC)
+/* After a kick whose saturation has passed, the monitor naps this long
+ * before deciding to sleep until the next kick. */
+#define SQ_MONITOR_NAP_NS (5 * NSEC_PER_MSEC)
 #define SQ_BACKGROUND_NICE 10
 
 /* Ring entries carry the root index of the job in their low bits. */
@@ -76,6 +82,7 @@ struct sq_worker_s {
 	bool on_idle_stack;  /* under the idle lock */
 	int root;            /* root index of the job being run */
 	uint32_t tick;
+	uint64_t parked_at;  /* when it last parked (monotonic ns) */
 	uint64_t jobs;       /* jobs started; read by the monitor */
 	pid_t tid;
 	char name[16];       /* the thread's current name */
@@ -96,6 +103,7 @@ static struct {
 	int32_t slots;   /* high-water mark of worker slots ever used */
 	int32_t searching;
 	int32_t spinning;
+	uint32_t spin_ns;  /* the adaptive spin budget (relaxed: a hint) */
 	int32_t nidle;
 	uint32_t pop_counter;
 	sq_spinlock_t spawn_lock;
@@ -104,7 +112,8 @@ static struct {
 	pthread_attr_t thread_attr;
 	/* The monitor: started with the pool; sleeps on `kick` while no work
 	 * waits. */
-	uint32_t monitor_kick;
+	uint32_t monitor_kick;  /* futex word: 1 once kicked */
+	uint32_t monitor_deep;  /* 1 while it sleeps until kicked */
 	bool monitor_running;
 	bool net_enabled;  /* SQ_MONITOR_NET (default 1) */
 	/* Statistics (sq_pool_stats), relaxed counters. */
@@ -197,6 +206,7 @@ _sq_pool_init_once(void *unused)
 			SQ_POOL_MAX_THREADS);
 	_sq_pool.max_threads = max < _sq_pool.width ? _sq_pool.width : max;
 	_sq_pool.net_enabled = _sq_env_int("SQ_MONITOR_NET", 1, 0, 1) != 0;
+	_sq_pool.spin_ns = SQ_SPIN_MIN_NS;
 	pthread_attr_init(&_sq_pool.thread_attr);
 	pthread_attr_setdetachstate(&_sq_pool.thread_attr,
 			PTHREAD_CREATE_DETACHED);
@@ -620,6 +630,17 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root)
 	_sq_job_run(job);
 }
 
+/* Work came soon after a worker went idle: spin longer next time. */
+static void
+_sq_spin_budget_grow(void)
+{
+	uint32_t b = __atomic_load_n(&_sq_pool.spin_ns, __ATOMIC_RELAXED);
+	b = b < SQ_SPIN_MIN_NS ? SQ_SPIN_MIN_NS : b * 2;
+	if (b > SQ_SPIN_MAX_NS)
+		b = SQ_SPIN_MAX_NS;
+	__atomic_store_n(&_sq_pool.spin_ns, b, __ATOMIC_RELAXED);
+}
+
 /*
  * Called when w found no work. Returns true when w must look again, and
  * then w is always a searcher (counted in `searching`); false when w has
@@ -632,27 +653,42 @@ _sq_worker_park(struct sq_worker_s *w)
 		return true;
 
 	/* At most one idle worker spins, counted as a searcher so that
-	 * submissions do not wake anyone else meanwhile. */
+	 * submissions do not wake anyone else meanwhile. The spin budget
+	 * adapts: it doubles when a spin finds work or a parked worker is
+	 * woken soon after parking (a spin would have caught that work), and
+	 * halves, down to no spin at all, when a spin finds nothing. Work
+	 * arriving every millisecond or so thus costs no spinning, while
+	 * back-to-back hand-offs avoid the futex round trip. */
+	uint32_t budget = __atomic_load_n(&_sq_pool.spin_ns, __ATOMIC_RELAXED);
 	int32_t zero = 0;
-	if (__atomic_compare_exchange_n(&_sq_pool.spinning, &zero, 1, false,
-			__ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+	if (budget > 0 && __atomic_compare_exchange_n(&_sq_pool.spinning,
+			&zero, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
 		_sq_worker_search_again(w);
 		SQ_CHAOS_POINT();
-		for (int i = 0; i < SQ_SPIN_ROUNDS; i++) {
+		uint64_t start = _sq_monotonic_ns();
+		bool found = false;
+		do {
 			if (_sq_pool_has_work()) {
-				__atomic_store_n(&_sq_pool.spinning, 0,
-						__ATOMIC_SEQ_CST);
-				return true; /* still a searcher */
+				found = true;
+				break;
 			}
 			for (int k = 0; k < 16; k++)
 				_sq_cpu_relax();
-		}
+		} while (_sq_monotonic_ns() - start < budget);
 		__atomic_store_n(&_sq_pool.spinning, 0, __ATOMIC_SEQ_CST);
+		if (found) {
+			_sq_spin_budget_grow();
+			return true; /* still a searcher */
+		}
+		__atomic_store_n(&_sq_pool.spin_ns,
+				budget / 2 < SQ_SPIN_MIN_NS ? 0 : budget / 2,
+				__ATOMIC_RELAXED);
 		if (_sq_worker_give_up_search(w))
 			return true;
 	}
 
 	SQ_CHAOS_POINT();
+	w->parked_at = _sq_monotonic_ns();
 	__atomic_store_n(&w->parked, 1, __ATOMIC_RELAXED);
 	_sq_idle_push(w);
 	SQ_CHAOS_POINT();
@@ -678,8 +714,12 @@ _sq_worker_park(struct sq_worker_s *w)
 		while (__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE) == 1 &&
 				r != ETIMEDOUT)
 			r = _sq_futex_wait_until(&w->parked, 1, deadline);
-		if (__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE) == 0)
-			return true; /* woken: the waker made us a searcher */
+		if (__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE) == 0) {
+			/* Woken: the waker made us a searcher. */
+			if (_sq_monotonic_ns() - w->parked_at < SQ_SPIN_MAX_NS)
+				_sq_spin_budget_grow();
+			return true;
+		}
 		/* Idle for a while: retire if we are an extra worker and
 		 * nobody is waking us right now. */
 		live = __atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED);
@@ -799,13 +839,28 @@ _sq_monitor_main(void *unused)
 		if (!_sq_pool_has_work()) {
 			pending_ticks = 0;
 			stalled_ticks = 0;
-			/* Sleep until a submission finds every worker busy.
-			 * Clear the kick, then look again: a kick after the
-			 * look sets it to 1 and the futex wait returns. */
-			__atomic_store_n(&_sq_pool.monitor_kick, 0,
+			/* Kicked since the last look (the pool was saturated
+			 * a moment ago): nap, then look again. Kicks during a
+			 * nap cost the kicker no system call, so a pool that
+			 * saturates in bursts wakes the monitor once per nap,
+			 * not once per burst. */
+			if (__atomic_exchange_n(&_sq_pool.monitor_kick, 0,
+					__ATOMIC_SEQ_CST)) {
+				struct timespec nap = { 0,
+					(long)SQ_MONITOR_NAP_NS };
+				nanosleep(&nap, NULL);
+				continue;
+			}
+			/* Sleep until kicked. Dekker with the kicker: we
+			 * store `monitor_deep` then load the kick; it stores
+			 * the kick then loads `monitor_deep` (all seq-cst),
+			 * so one of us sees the other. */
+			__atomic_store_n(&_sq_pool.monitor_deep, 1,
 					__ATOMIC_SEQ_CST);
 			if (!_sq_pool_has_work())
 				_sq_futex_wait(&_sq_pool.monitor_kick, 0, NULL);
+			__atomic_store_n(&_sq_pool.monitor_deep, 0,
+					__ATOMIC_SEQ_CST);
 			continue;
 		}
 		struct timespec tick = { 0, (long)SQ_MONITOR_INTERVAL_NS };
@@ -885,11 +940,14 @@ _sq_monitor_start(void)
 	__atomic_store_n(&_sq_pool.monitor_running, true, __ATOMIC_RELEASE);
 }
 
+/* Every worker is busy: the monitor should look whether they are blocked.
+ * A system call only when it is in its deep sleep. */
 static void
 _sq_monitor_kick(void)
 {
 	if (__atomic_exchange_n(&_sq_pool.monitor_kick, 1, __ATOMIC_SEQ_CST)
-			== 0)
+			== 0 && __atomic_load_n(&_sq_pool.monitor_deep,
+			__ATOMIC_SEQ_CST))
 		_sq_futex_wake(&_sq_pool.monitor_kick, 1);
 }
 
