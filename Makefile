@@ -1,7 +1,8 @@
 # SwiftQueues — build, test, install, benchmark.
 #
 #   make demo        set up and run the examples (C and Swift)
-#   make test        set up and run every test (C tests, C install check, swift test)
+#   make test        set up and run every test (C tests, C install check, swift test,
+#                    documentation snippets)
 #   make test-tsan   the same under ThreadSanitizer
 #   make test-asan   the same under AddressSanitizer (+ UndefinedBehaviorSanitizer for C;
 #                    swiftc has no UBSan)
@@ -57,7 +58,7 @@ BLOCKS_LIBDIR := $(SWIFT_BIN_DIR)/../lib/swift/linux
 BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
                    $(wildcard Tests/CRuntimeTests/blocks/test_*.c))
 
-.PHONY: all deps lib pc test test-c test-install test-swift test-tsan test-asan \
+.PHONY: all deps lib pc test test-c test-install test-swift test-snippets test-tsan test-asan \
         bench demo install uninstall clean
 
 all: lib
@@ -125,7 +126,7 @@ $(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c Tests/CRuntimeTests/sqtest.h $(
 	  $(if $(SANITIZE),-ldispatch) \
 	  -Wl,-rpath,$(BLOCKS_LIBDIR)
 
-test: test-c test-install test-swift
+test: test-c test-install test-swift test-snippets
 
 test-c: lib $(TEST_BINS) $(BLOCKS_TESTS)
 	@sh Tests/CRuntimeTests/run.sh $(TEST_BINS) $(BLOCKS_TESTS)
@@ -143,6 +144,11 @@ test-install: lib
 
 test-swift: deps
 	$(SWIFT) test $(SWIFT_TEST_FLAGS)
+
+# Every Swift / C snippet of README.md and docs/*.md, built in one scratch
+# package under $(BUILD)/snippets that depends on this one by path.
+test-snippets: deps
+	SWIFT="$(SWIFT)" CC="$(CC)" BLOCKS_CC="$(BLOCKS_CC)" sh scripts/check-snippets.sh $(BUILD)
 
 test-tsan: deps
 	$(MAKE) --no-print-directory test-c BUILD=build-tsan SANITIZE=thread OPT=-O1
