@@ -50,6 +50,15 @@ result_free(struct result *r)
 	sq_release(r->sem);
 }
 
+/* Replaces `*all` with `*all` followed by `data` (no copy). */
+static inline void
+data_append(sq_data_t *all, sq_data_t data)
+{
+	sq_data_t joined = sq_data_create_concat(*all, data);
+	sq_release(*all);
+	*all = joined;
+}
+
 /* A handler that keeps the data of every call: a read's bytes, or what a
  * write reports (progress and, at the end, what was not written). */
 static inline void
@@ -60,9 +69,7 @@ on_io(void *ctx, bool done, sq_data_t data, int error)
 	r->null_data = data == NULL;
 	if (data) {
 		r->size += sq_data_get_size(data);
-		sq_data_t all = sq_data_create_concat(r->data, data);
-		sq_release(r->data);
-		r->data = all;
+		data_append(&r->data, data);
 	}
 	if (done) {
 		r->done_calls++;
@@ -179,10 +186,8 @@ pattern_regions(size_t from, size_t n, size_t region)
 			b[i] = pat(from + off + i);
 		sq_data_t d = sq_data_create(b, len, NULL,
 				SQ_DATA_DESTRUCTOR_FREE);
-		sq_data_t joined = sq_data_create_concat(all, d);
-		sq_release(all);
+		data_append(&all, d);
 		sq_release(d);
-		all = joined;
 		off += len;
 	} while (off < n);
 	return all;
