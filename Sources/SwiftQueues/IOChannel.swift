@@ -24,8 +24,9 @@ import CSwiftQueues
 ///
 /// The codes seen in practice: `EBADF` (a bad or closed descriptor, or one
 /// not open for that direction), `EPIPE` / `ECONNRESET` (the peer went
-/// away), `ECANCELED` (the channel was closed with `stop: true`, or the
-/// operation was issued after ``IOChannel/close(stop:)``), `ESPIPE` (a
+/// away), `ECANCELED` (the channel was closed with `stop: true`, the
+/// operation was issued after ``IOChannel/close(stop:)``, or the task
+/// awaiting an async read was cancelled), `ESPIPE` (a
 /// random-access channel on something that is not a file), `ENOENT` /
 /// `EACCES` (a path channel could not open its file), `EINVAL` (a relative
 /// path).
