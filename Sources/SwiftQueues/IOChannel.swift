@@ -13,7 +13,6 @@ import Glibc
 import Musl
 #endif
 import CSwiftQueues
-import Synchronization
 
 /// An I/O failure: the `errno` the C runtime reported.
 ///
@@ -25,8 +24,9 @@ import Synchronization
 ///
 /// The codes seen in practice: `EBADF` (a bad or closed descriptor, or one
 /// not open for that direction), `EPIPE` / `ECONNRESET` (the peer went
-/// away), `ECANCELED` (the channel was closed with `stop: true`, or the
-/// operation was issued after ``IOChannel/close(stop:)``), `ESPIPE` (a
+/// away), `ECANCELED` (the channel was closed with `stop: true`, the
+/// operation was issued after ``IOChannel/close(stop:)``, or the task
+/// awaiting an async read was cancelled), `ESPIPE` (a
 /// random-access channel on something that is not a file), `ENOENT` /
 /// `EACCES` (a path channel could not open its file), `EINVAL` (a relative
 /// path).
@@ -237,20 +237,23 @@ public final class IOChannel: @unchecked Sendable {
 
     /// Reads `length` bytes (`.max`: to end of file) at `offset` and
     /// returns them once the read is done; throws if it ended with an
-    /// error (what was read before it is dropped). Cancelling the task
-    /// does not stop the read: ``close(stop:)`` does.
-    public func read(offset: Int64 = 0, length: Int = .max) async throws(IOError) -> DataBuffer {
-        let result: Result<DataBuffer, IOError> = await withCheckedContinuation { continuation in
-            let gathered = Gathered()
-            read(offset: offset, length: length, queue: .global()) { chunk in
-                let all = gathered.append(chunk.data)
-                guard chunk.isDone else { return }
-                if let error = chunk.error {
-                    continuation.resume(returning: .failure(error))
-                } else {
-                    continuation.resume(returning: .success(all))
-                }
-            }
+    /// error (what was read before it is dropped). The read's handler runs
+    /// on `queue` (a suspended queue holds the result back).
+    ///
+    /// Cancelling the awaiting task stops the read, which then throws
+    /// `ECANCELED`. The C runtime stops operations per channel (as
+    /// libdispatch does), so this is ``close(stop:)`` with `stop: true`:
+    /// the channel's other operations end with `ECANCELED` too, later ones
+    /// fail, and the cleanup handler runs. A task cancelled before the
+    /// call gets `ECANCELED` without reading.
+    public func read(offset: Int64 = 0, length: Int = .max,
+                     queue: WorkQueue = .global()) async throws(IOError) -> DataBuffer {
+        let awaiter = ReadAwaiter(cleanup: false)
+        let result = await withTaskCancellationHandler {
+            read(offset: offset, length: length, queue: queue, handler: awaiter.chunk)
+            return await awaiter.result()
+        } onCancel: {
+            close(stop: true)
         }
         return try result.get()
     }
@@ -349,12 +352,28 @@ public final class IOChannel: @unchecked Sendable {
     }
 
     /// ``read(fileDescriptor:length:queue:handler:)`` that returns the
-    /// bytes, or throws the error that ended the read.
-    public static func read(fileDescriptor: Int32, length: Int = .max) async throws(IOError) -> DataBuffer {
-        let result: Result<DataBuffer, IOError> = await withCheckedContinuation { continuation in
-            read(fileDescriptor: fileDescriptor, length: length, queue: .global()) { data, error in
-                continuation.resume(returning: error.map { .failure($0) } ?? .success(data))
-            }
+    /// bytes, or throws the error that ended the read. The read's handler
+    /// runs on `queue`. The descriptor is yours again when this returns or
+    /// throws (it is not closed).
+    ///
+    /// Cancelling the awaiting task stops the read (the bytes read so far
+    /// are dropped) and it throws `ECANCELED`, once the descriptor is
+    /// given back.
+    public static func read(fileDescriptor: Int32, length: Int = .max,
+                            queue: WorkQueue = .global()) async throws(IOError) -> DataBuffer {
+        Swift.precondition(length >= 0, "IOChannel.read(fileDescriptor:): negative length \(length)")
+        // sq_read's recipe, in Swift so that cancellation can reach the
+        // channel: a private stream channel, closed as soon as the read is
+        // issued (so it cleans up when the read ends), stopped on cancel.
+        let awaiter = ReadAwaiter(cleanup: true)
+        let channel = IOChannel(kind: .stream, fileDescriptor: fileDescriptor, queue: queue,
+                                cleanup: awaiter.cleanup)
+        let result = await withTaskCancellationHandler {
+            channel.read(length: length, queue: queue, handler: awaiter.chunk)
+            channel.close()
+            return await awaiter.result()
+        } onCancel: {
+            channel.close(stop: true)
         }
         return try result.get()
     }
@@ -419,17 +438,73 @@ private func runChunkBox(_ context: UnsafeMutableRawPointer?, _ done: Bool,
     }
 }
 
-/// What an async read has gathered so far. The handler calls of one
-/// operation never overlap, so the lock is never contended; it is there
-/// to make the hand-over between them visible to the checker.
-private final class Gathered: Sendable {
-    private let data = Mutex(DataBuffer())
+/// One async read: gathers its chunks and resumes the awaiting task once
+/// the read is done (and, for a one-shot read, the private channel's
+/// cleanup has run: the descriptor is the caller's again), whichever of
+/// those and the task's suspension comes last.
+private final class ReadAwaiter: Sendable {
+    private struct State {
+        var data = DataBuffer()
+        var error: IOError?
+        /// The last chunk, and the cleanup if awaited, still to come.
+        var owed: Int
+        var continuation: CheckedContinuation<Result<DataBuffer, IOError>, Never>?
 
-    /// Appends `chunk` and returns everything so far.
-    func append(_ chunk: DataBuffer) -> DataBuffer {
-        data.withLock { data in
-            data.append(chunk)
-            return data
+        var result: Result<DataBuffer, IOError> {
+            error.map { .failure($0) } ?? .success(data)
         }
+    }
+
+    // The handler calls of one operation never overlap, and the cleanup
+    // comes after the last one, so the lock is hardly ever contended; it
+    // orders those hand-overs with the awaiting task's.
+    private let state: SpinLocked<State>
+
+    init(cleanup: Bool) {
+        state = SpinLocked(State(owed: cleanup ? 2 : 1))
+    }
+
+    /// The read's handler.
+    func chunk(_ chunk: IOChannel.Chunk) {
+        let ready = state.withLock { state -> CheckedContinuation<Result<DataBuffer, IOError>, Never>? in
+            state.data.append(chunk.data)
+            guard chunk.isDone else { return nil }
+            state.error = chunk.error
+            return Self.arrive(&state)
+        }
+        ready?.resume(returning: state.withLock { $0.result })
+    }
+
+    /// The one-shot read's cleanup handler: its error counts only if the
+    /// read itself reported none (as with `sq_read`).
+    func cleanup(_ error: IOError?) {
+        let ready = state.withLock { state -> CheckedContinuation<Result<DataBuffer, IOError>, Never>? in
+            if state.error == nil { state.error = error }
+            return Self.arrive(&state)
+        }
+        ready?.resume(returning: state.withLock { $0.result })
+    }
+
+    /// Suspends until the read (and cleanup) are done.
+    func result() async -> Result<DataBuffer, IOError> {
+        await withCheckedContinuation { continuation in
+            let done = state.withLock { state -> Bool in
+                if state.owed == 0 { return true }
+                state.continuation = continuation
+                return false
+            }
+            if done { continuation.resume(returning: state.withLock { $0.result }) }
+        }
+    }
+
+    /// One of the awaited events happened: the continuation to resume if
+    /// it was the last and the task is already waiting.
+    private static func arrive(
+        _ state: inout State
+    ) -> CheckedContinuation<Result<DataBuffer, IOError>, Never>? {
+        state.owed -= 1
+        guard state.owed == 0 else { return nil }
+        defer { state.continuation = nil }
+        return state.continuation
     }
 }

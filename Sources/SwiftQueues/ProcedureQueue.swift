@@ -42,9 +42,11 @@ struct ProcedureQueueState {
     /// How many runners may exist at once.
     var runnerLimit: Int
     var suspended = false
-    /// Where runners are submitted (retained when custom).
+    /// Where runners are submitted: `customQueue`'s C queue, or the
+    /// default global (or main) queue.
     var target: sq_queue_t
-    var customTarget: sq_queue_t?
+    /// ``ProcedureQueue/underlyingQueue``; holding it keeps `target` alive.
+    var customQueue: WorkQueue?
     var readyCount = 0
     /// Procedures started and not finished (the slots in use).
     var executing = 0
@@ -225,9 +227,6 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
     }
 
     deinit {
-        if let custom = state.pointee.customTarget {
-            sq_release(UnsafeMutableRawPointer(custom))
-        }
         sq_release(UnsafeMutableRawPointer(group))
         state.deinitialize(count: 1)
         state.deallocate()
@@ -297,25 +296,32 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
         }
     }
 
-    /// The C queue the procedures run on; nil means the default-priority
-    /// global queue. The queue is retained. May change at any time: it
-    /// applies to procedures started afterwards. A serial queue here runs
-    /// one procedure at a time. Setting it on ``main`` stops the process.
-    public var underlyingQueue: sq_queue_t? {
-        get { withLock { $0.customTarget } }
+    /// The queue the procedures run on; nil means the default-priority
+    /// global queue. The queue is kept alive while it is set. May change at
+    /// any time: it applies to procedures started afterwards. A serial queue
+    /// here runs one procedure at a time, interleaved with the other work
+    /// submitted to it. Setting it on ``main`` stops the process.
+    ///
+    ///     let database = WorkQueue(label: "com.example.db")
+    ///     let jobs = ProcedureQueue(name: "jobs")
+    ///     jobs.underlyingQueue = database   // jobs run one at a time, with database's other work
+    public var underlyingQueue: WorkQueue? {
+        get { withLock { $0.customQueue } }
         set {
             if isMainQueue {
                 procedureMisuse("ProcedureQueue.underlyingQueue: the main ProcedureQueue always "
                     + "runs on the main queue")
             }
-            if let newValue { sq_retain(UnsafeMutableRawPointer(newValue)) }
-            let old = withLock { state -> sq_queue_t? in
-                let old = state.customTarget
-                state.customTarget = newValue
-                state.target = newValue ?? procedureDefaultGlobalQueue()
+            // Runners already submitted hold their own reference to the C
+            // queue (taken under the lock, see spawnCheck), so the old
+            // WorkQueue may go away as soon as it is swapped out.
+            let old = withLock { state -> WorkQueue? in
+                let old = state.customQueue
+                state.customQueue = newValue
+                state.target = newValue?.raw ?? procedureDefaultGlobalQueue()
                 return old
             }
-            if let old { sq_release(UnsafeMutableRawPointer(old)) }
+            _ = old  // released here, outside the lock
         }
     }
 

@@ -72,27 +72,3 @@ public final class SpinLock: @unchecked Sendable {
         return try body()
     }
 }
-
-/// A value behind a ``SpinLock`` (the module's stand-in for
-/// `Synchronization.Mutex`, whose futex calls ThreadSanitizer cannot see on
-/// Linux; our lock's atomics it can).
-//
-// `@unchecked Sendable` is safe: `value` is only touched inside `withLock`,
-// so every access is ordered by `lock`'s acquire / release.
-internal final class SpinLocked<Value>: @unchecked Sendable {
-    private let lock = SpinLock()
-    private var value: Value
-
-    internal init(_ value: Value) {
-        self.value = value
-    }
-
-    /// Runs `body` with the value while holding the lock.
-    internal func withLock<Result, Failure: Error>(
-        _ body: (inout Value) throws(Failure) -> Result
-    ) throws(Failure) -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
-    }
-}

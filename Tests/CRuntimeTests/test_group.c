@@ -4,39 +4,7 @@
  * rdar://11445820, a released group that still notifies, waiters that must
  * not miss an emptying, and the misuse reports.
  */
-#include "sqtest.h"
-
-static void
-msleep(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static sq_time_t
-in_ms(long ms)
-{
-	return sq_time(SQ_TIME_NOW, ms * (int64_t)NSEC_PER_MSEC);
-}
-
-static sq_queue_t
-global_queue(void)
-{
-	return sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
-}
-
-static int32_t
-load32(int32_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_SEQ_CST);
-}
-
-static void
-signal_semaphore(void *ctx)
-{
-	sq_semaphore_signal(ctx);
-}
+#include "wait_helpers.h"
 
 static void
 test_empty(void)

@@ -5,98 +5,13 @@
  * lost, the cleanup handler runs once, and nothing crashes. Also sq_read /
  * sq_write and barriers.
  */
-#include "sqtest.h"
+#include "io_helpers.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
-
-struct result {
-	int calls;
-	int done_calls;
-	int error;
-	size_t size;
-	sq_data_t data; /* everything delivered */
-	bool null_data;
-	sq_semaphore_t sem;
-};
-
-static void
-result_init(struct result *r)
-{
-	memset(r, 0, sizeof(*r));
-	r->data = sq_data_empty;
-	r->sem = sq_semaphore_create(0);
-}
-
-static void
-result_free(struct result *r)
-{
-	sq_release(r->data);
-	sq_release(r->sem);
-}
-
-static void
-on_io(void *ctx, bool done, sq_data_t data, int error)
-{
-	struct result *r = ctx;
-	r->calls++;
-	r->null_data = data == NULL;
-	if (data) {
-		r->size += sq_data_get_size(data);
-		sq_data_t all = sq_data_create_concat(r->data, data);
-		sq_release(r->data);
-		r->data = all;
-	}
-	if (done) {
-		r->done_calls++;
-		r->error = error;
-		sq_semaphore_signal(r->sem);
-	}
-}
-
-static bool
-wait_result(struct result *r)
-{
-	return sq_semaphore_wait(r->sem, sq_time(SQ_TIME_NOW,
-			10 * NSEC_PER_SEC)) == 0;
-}
-
-struct cleanup {
-	int runs;
-	int error;
-	sq_semaphore_t sem;
-};
-
-static void
-on_cleanup(void *ctx, int error)
-{
-	struct cleanup *c = ctx;
-	c->error = error;
-	__atomic_add_fetch(&c->runs, 1, __ATOMIC_SEQ_CST);
-	sq_semaphore_signal(c->sem);
-}
-
-static void
-cleanup_init(struct cleanup *c)
-{
-	memset(c, 0, sizeof(*c));
-	c->sem = sq_semaphore_create(0);
-}
-
-/* Waits for the cleanup, then a little more to catch a second run. */
-static void
-cleanup_check(struct cleanup *c, int error)
-{
-	CHECK(sq_semaphore_wait(c->sem, sq_time(SQ_TIME_NOW,
-			10 * NSEC_PER_SEC)) == 0);
-	usleep(20000);
-	CHECK_EQ(__atomic_load_n(&c->runs, __ATOMIC_SEQ_CST), 1);
-	CHECK_EQ(c->error, error);
-	sq_release(c->sem);
-}
 
 static sq_queue_t q;
 

@@ -10,7 +10,7 @@
  * open). In a child process without the variable, the default is half the
  * RLIMIT_NOFILE soft limit.
  */
-#include "queue_helpers.h"
+#include "io_helpers.h"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -21,12 +21,6 @@
 #define FILE_BYTES ((size_t)SQT_SCALE(2 << 20, 512 << 10))
 
 static char prefix[256];
-
-static inline uint8_t
-pat(int file, size_t o)
-{
-	return (uint8_t)((o * 7) ^ (o >> 10) ^ (unsigned)(file * 37));
-}
 
 static char *
 file_path(int i)
@@ -44,7 +38,7 @@ make_file(int i, size_t size)
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	uint8_t *b = malloc(size);
 	for (size_t k = 0; k < size; k++)
-		b[k] = pat(i, k);
+		b[k] = pattern_byte((size_t)i, k);
 	if (fd < 0 || write(fd, b, size) != (ssize_t)size)
 		exit(2);
 	free(b);
@@ -56,23 +50,7 @@ make_file(int i, size_t size)
 static int
 open_test_files(void)
 {
-	int n = 0;
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	size_t plen = strlen(prefix);
-	while (d && (e = readdir(d)) != NULL) {
-		char link[300], target[4096];
-		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
-		ssize_t len = readlink(link, target, sizeof(target) - 1);
-		if (len <= 0)
-			continue;
-		target[len] = '\0';
-		if (strncmp(target, prefix, plen) == 0)
-			n++;
-	}
-	if (d)
-		closedir(d);
-	return n;
+	return fds_open_on(prefix, true);
 }
 
 /* Waits (up to 10 s) until no test file is open; returns how many are. */
@@ -119,7 +97,7 @@ on_chunk(void *ctx, bool done, sq_data_t data, int error)
 	size_t n;
 	sq_data_t m = sq_data_create_map(data, &p, &n);
 	for (size_t i = 0; i < n && r->ok; i++)
-		r->ok = ((const uint8_t *)p)[i] == pat(r->file, r->pos + i);
+		r->ok = ((const uint8_t *)p)[i] == pattern_byte((size_t)r->file, r->pos + i);
 	sq_release(m);
 	r->pos += n;
 	if (done) {
@@ -204,19 +182,6 @@ on_one(void *ctx, bool done, sq_data_t data, int error)
 		atomic_store(&o->order, atomic_fetch_add(&rank, 1) + 1);
 		atomic_store(&o->done, 1);
 	}
-}
-
-struct cleanup {
-	atomic_int runs;
-	int error;
-};
-
-static void
-on_cleanup(void *ctx, int error)
-{
-	struct cleanup *c = ctx;
-	c->error = error;
-	atomic_fetch_add(&c->runs, 1);
 }
 
 static sq_io_t

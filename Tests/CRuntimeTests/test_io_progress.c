@@ -7,39 +7,13 @@
  * written). A 10 MiB write to a slowly read pipe, a file written through a
  * random-access channel, a strict interval, a write too small to report.
  */
-#include "queue_helpers.h"
+#include "io_helpers.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 
 #define MIB ((size_t)1 << 20)
 #define KIB ((size_t)1 << 10)
-
-static inline uint8_t
-pat(size_t o)
-{
-	return (uint8_t)(o ^ (o >> 8) ^ (o >> 16) ^ 0xa5);
-}
-
-/* `size` bytes of the pattern in regions of `region` bytes. */
-static sq_data_t
-pattern_data(size_t size, size_t region)
-{
-	sq_data_t all = sq_data_empty;
-	for (size_t off = 0; off < size; off += region) {
-		size_t n = size - off < region ? size - off : region;
-		uint8_t *b = malloc(n);
-		for (size_t i = 0; i < n; i++)
-			b[i] = pat(off + i);
-		sq_data_t d = sq_data_create(b, n, NULL,
-				SQ_DATA_DESTRUCTOR_FREE);
-		sq_data_t c = sq_data_create_concat(all, d);
-		sq_release(d);
-		sq_release(all);
-		all = c;
-	}
-	return all;
-}
 
 #define MAX_CALLS 100000
 
@@ -72,7 +46,7 @@ progress_free(struct progress *p)
 }
 
 static void
-on_write(void *ctx, bool done, sq_data_t data, int error)
+on_progress(void *ctx, bool done, sq_data_t data, int error)
 {
 	struct progress *p = ctx;
 	if (p->done_calls > 0)
@@ -207,12 +181,12 @@ pipe_write(size_t total, size_t low, size_t high, size_t region)
 		sq_io_set_high_water(ch, high);
 	struct progress p;
 	progress_init(&p, total);
-	sq_data_t d = pattern_data(total, region);
+	sq_data_t d = pattern_regions(0, total, region);
 	struct reader r = { fds[0], 16 * KIB, SQT_SCALE(100, 50), 0, false };
 	pthread_t t;
 	pthread_create(&t, NULL, slow_reader, &r);
 	uint64_t t0 = sqt_now_ns();
-	sq_io_write_f(ch, 0, d, q, &p, on_write);
+	sq_io_write_f(ch, 0, d, q, &p, on_progress);
 	sq_release(d);
 	CHECK(wait_sem(p.sem, 120));
 	double ms = sqt_ms_since(t0);
@@ -235,17 +209,6 @@ pipe_write(size_t total, size_t low, size_t high, size_t region)
 
 /* ---- A file through a random-access channel ------------------------------ */
 
-static char *
-temp_path(const char *name)
-{
-	char *p;
-	const char *dir = getenv("TMPDIR");
-	if (asprintf(&p, "%s/sqtest-io-progress-%d-%s", dir ? dir : "/tmp",
-			(int)getpid(), name) < 0)
-		exit(2);
-	return p;
-}
-
 static void
 file_write(void)
 {
@@ -258,8 +221,8 @@ file_write(void)
 	sq_io_set_high_water(ch, 300 * KIB);
 	struct progress p;
 	progress_init(&p, total);
-	sq_data_t d = pattern_data(total, 64 * KIB);
-	sq_io_write_f(ch, 0, d, q, &p, on_write);
+	sq_data_t d = pattern_regions(0, total, 64 * KIB);
+	sq_io_write_f(ch, 0, d, q, &p, on_progress);
 	sq_release(d);
 	CHECK(wait_sem(p.sem, 60));
 	/* Each piece is at most 300 KiB: at least 10 calls before the end. */
@@ -299,12 +262,12 @@ interval_write(void)
 	sq_io_set_interval(ch, 2 * NSEC_PER_MSEC, SQ_IO_STRICT_INTERVAL);
 	struct progress p;
 	progress_init(&p, total);
-	sq_data_t d = pattern_data(total, 256 * KIB);
+	sq_data_t d = pattern_regions(0, total, 256 * KIB);
 	/* 16 KiB per ms: about 130 ms for 2 MiB. */
 	struct reader r = { fds[0], 16 * KIB, 1000, 0, false };
 	pthread_t t;
 	pthread_create(&t, NULL, slow_reader, &r);
-	sq_io_write_f(ch, 0, d, q, &p, on_write);
+	sq_io_write_f(ch, 0, d, q, &p, on_progress);
 	sq_release(d);
 	CHECK(wait_sem(p.sem, 60));
 	release_and_wait(ch, cleaned);
@@ -331,8 +294,8 @@ small_write(void)
 	sq_io_t ch = stream_channel(fds[1], q, &cleaned);
 	struct progress p;
 	progress_init(&p, 1000);
-	sq_data_t d = pattern_data(1000, 100);
-	sq_io_write_f(ch, 0, d, q, &p, on_write);
+	sq_data_t d = pattern_regions(0, 1000, 100);
+	sq_io_write_f(ch, 0, d, q, &p, on_progress);
 	sq_release(d);
 	CHECK(wait_sem(p.sem, 10));
 	CHECK_EQ(p.calls, 0);
@@ -385,7 +348,7 @@ broken_write(void)
 	sq_io_t ch = stream_channel(fds[1], q, &cleaned);
 	size_t total = 4 * MIB;
 	struct broken b = { .reader_fd = fds[0], .sem = sq_semaphore_create(0) };
-	sq_data_t d = pattern_data(total, MIB);
+	sq_data_t d = pattern_regions(0, total, MIB);
 	sq_io_write_f(ch, 0, d, q, &b, on_broken);
 	sq_release(d);
 	CHECK(wait_sem(b.sem, 10));

@@ -10,187 +10,12 @@
  * released channel) stops the process with a message, a closed channel
  * gives ECANCELED.
  */
-#include "queue_helpers.h"
+#include "io_helpers.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-
-static inline uint8_t
-pat(size_t o)
-{
-	return (uint8_t)((o * 131) ^ (o >> 9) ^ 0x3c);
-}
-
-static sq_data_t
-pattern_data(size_t from, size_t n)
-{
-	uint8_t *b = malloc(n ? n : 1);
-	for (size_t i = 0; i < n; i++)
-		b[i] = pat(from + i);
-	return sq_data_create(b, n, NULL, SQ_DATA_DESTRUCTOR_FREE);
-}
-
-static bool
-data_is_pattern(sq_data_t d, size_t from)
-{
-	const void *p;
-	size_t n;
-	sq_data_t m = sq_data_create_map(d, &p, &n);
-	bool ok = true;
-	for (size_t i = 0; i < n && ok; i++)
-		ok = ((const uint8_t *)p)[i] == pat(from + i);
-	sq_release(m);
-	return ok;
-}
-
-static char *
-temp_path(const char *name)
-{
-	char *p;
-	const char *dir = getenv("TMPDIR");
-	if (asprintf(&p, "%s/sqtest-io-shared-%d-%s", dir ? dir : "/tmp",
-			(int)getpid(), name) < 0)
-		exit(2);
-	return p;
-}
-
-/* Descriptors of this process open on `path`. */
-static int
-fds_on(const char *path)
-{
-	int n = 0;
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	while (d && (e = readdir(d)) != NULL) {
-		char link[300], target[4096];
-		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
-		ssize_t len = readlink(link, target, sizeof(target) - 1);
-		if (len <= 0)
-			continue;
-		target[len] = '\0';
-		if (strcmp(target, path) == 0)
-			n++;
-	}
-	if (d)
-		closedir(d);
-	return n;
-}
-
-/* ---- Handler and cleanup bookkeeping ----------------------------------- */
-
-struct result {
-	int calls;
-	int done_calls;
-	int error;
-	sq_data_t data; /* reads: everything delivered */
-	bool null_data; /* of the last call */
-	sq_semaphore_t sem;
-};
-
-static void
-result_init(struct result *r)
-{
-	memset(r, 0, sizeof(*r));
-	r->data = sq_data_empty;
-	r->sem = sq_semaphore_create(0);
-}
-
-static void
-result_reset(struct result *r)
-{
-	sq_release(r->data);
-	r->data = sq_data_empty;
-	r->calls = r->done_calls = r->error = 0;
-}
-
-static void
-result_free(struct result *r)
-{
-	sq_release(r->data);
-	sq_release(r->sem);
-}
-
-static void
-on_read(void *ctx, bool done, sq_data_t data, int error)
-{
-	struct result *r = ctx;
-	r->calls++;
-	r->null_data = data == NULL;
-	if (data) {
-		sq_data_t all = sq_data_create_concat(r->data, data);
-		sq_release(r->data);
-		r->data = all;
-	}
-	if (done) {
-		r->done_calls++;
-		r->error = error;
-		sq_semaphore_signal(r->sem);
-	}
-}
-
-/* Write handlers: progress calls (done = false) are counted, not kept. */
-static void
-on_write(void *ctx, bool done, sq_data_t data, int error)
-{
-	struct result *r = ctx;
-	r->calls++;
-	if (!done)
-		return;
-	r->null_data = data == NULL;
-	r->done_calls++;
-	r->error = error;
-	sq_semaphore_signal(r->sem);
-}
-
-static bool
-wait_result(struct result *r)
-{
-	return sq_semaphore_wait(r->sem, sq_time(SQ_TIME_NOW,
-			10 * NSEC_PER_SEC)) == 0;
-}
-
-struct cleanup {
-	atomic_int runs;
-	int error;
-	int close_fd; /* >= 0: close it, as a program gets it back */
-	int close_errno;
-	sq_semaphore_t sem;
-};
-
-static void
-on_cleanup(void *ctx, int error)
-{
-	struct cleanup *c = ctx;
-	c->error = error;
-	if (c->close_fd >= 0 && close(c->close_fd) != 0)
-		c->close_errno = errno;
-	atomic_fetch_add(&c->runs, 1);
-	sq_semaphore_signal(c->sem);
-}
-
-static void
-cleanup_init(struct cleanup *c)
-{
-	memset(c, 0, sizeof(*c));
-	atomic_init(&c->runs, 0);
-	c->close_fd = -1;
-	c->sem = sq_semaphore_create(0);
-}
-
-/* Waits for the cleanup, then a little more to catch a second run. */
-static void
-cleanup_check(struct cleanup *c, int error)
-{
-	CHECK(sq_semaphore_wait(c->sem, sq_time(SQ_TIME_NOW,
-			10 * NSEC_PER_SEC)) == 0);
-	sqt_sleep_ms(20);
-	CHECK_EQ(atomic_load(&c->runs), 1);
-	CHECK_EQ(c->error, error);
-	CHECK_EQ(c->close_errno, 0);
-	sq_release(c->sem);
-}
 
 static sq_queue_t q;
 
@@ -209,7 +34,7 @@ test_fd_file(void)
 	cleanup_init(&cb);
 	/* The program's usual pattern: the cleanup hands the descriptor back,
 	 * and the first channel's cleanup closes it. */
-	ca.close_fd = fd;
+	cleanup_closes(&ca, fd);
 	sq_io_t a = sq_io_create_f(SQ_IO_RANDOM, fd, q, &ca, on_cleanup);
 	CHECK(a != NULL);
 	struct result w;
@@ -227,7 +52,7 @@ test_fd_file(void)
 	sq_io_set_high_water(b, 64 * 1024); /* its own water marks */
 	struct result r;
 	result_init(&r);
-	sq_io_read_f(b, 0, SIZE_MAX, q, &r, on_read);
+	sq_io_read_f(b, 0, SIZE_MAX, q, &r, on_io);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, 0);
 	CHECK_EQ(r.done_calls, 1);
@@ -238,7 +63,7 @@ test_fd_file(void)
 	/* a's water marks did not change: 200,000 bytes in one call. */
 	struct result ra;
 	result_init(&ra);
-	sq_io_read_f(a, 4096, 200000, q, &ra, on_read);
+	sq_io_read_f(a, 4096, 200000, q, &ra, on_io);
 	CHECK(wait_result(&ra));
 	CHECK_EQ(ra.calls, 1);
 	CHECK_EQ(sq_data_get_size(ra.data), 200000);
@@ -254,7 +79,7 @@ test_fd_file(void)
 	CHECK_EQ(atomic_load(&cb.runs), 0);
 	CHECK(fcntl(fd, F_GETFD) != -1);
 	result_reset(&r);
-	sq_io_read_f(b, (off_t)(FILE_SIZE - 1000), SIZE_MAX, q, &r, on_read);
+	sq_io_read_f(b, (off_t)(FILE_SIZE - 1000), SIZE_MAX, q, &r, on_io);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, 0);
 	CHECK_EQ(sq_data_get_size(r.data), 1000);
@@ -299,7 +124,7 @@ test_random_over_pipe(void)
 	CHECK(b != NULL);
 	struct result rb;
 	result_init(&rb);
-	sq_io_read_f(b, 0, 10, q, &rb, on_read);
+	sq_io_read_f(b, 0, 10, q, &rb, on_io);
 	CHECK(wait_result(&rb));
 	CHECK_EQ(rb.error, ESPIPE);
 	CHECK_EQ(rb.done_calls, 1);
@@ -309,7 +134,7 @@ test_random_over_pipe(void)
 
 	struct result ra;
 	result_init(&ra);
-	sq_io_read_f(a, 0, 5, q, &ra, on_read);
+	sq_io_read_f(a, 0, 5, q, &ra, on_io);
 	CHECK_EQ(write(fds[1], "hello", 5), 5);
 	CHECK(wait_result(&ra));
 	CHECK_EQ(ra.error, 0);
@@ -348,7 +173,7 @@ test_stream_random_file(void)
 			on_cleanup);
 	struct result r;
 	result_init(&r);
-	sq_io_read_f(b, 0, 2000, q, &r, on_read);
+	sq_io_read_f(b, 0, 2000, q, &r, on_io);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, 0);
 	CHECK_EQ(sq_data_get_size(r.data), 2000);
@@ -361,7 +186,7 @@ test_stream_random_file(void)
 	sq_io_t c = sq_io_create_with_io_f(SQ_IO_RANDOM, b, q, &cc,
 			on_cleanup);
 	result_reset(&r);
-	sq_io_read_f(c, 500, 100, q, &r, on_read);
+	sq_io_read_f(c, 500, 100, q, &r, on_io);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, 0);
 	CHECK_EQ(sq_data_get_size(r.data), 100);
@@ -404,7 +229,7 @@ test_socket_pair(void)
 	sq_data_t d = sq_data_create("ping", 4, NULL, NULL);
 	sq_io_write_f(a, 0, d, q, &w, on_write);
 	sq_release(d);
-	sq_io_read_f(b, 0, 4, q, &r, on_read);
+	sq_io_read_f(b, 0, 4, q, &r, on_io);
 	CHECK(wait_result(&w));
 	CHECK_EQ(w.error, 0);
 	char buf[8];
@@ -421,7 +246,7 @@ test_socket_pair(void)
 	CHECK_EQ(atomic_load(&ca.runs), 0);
 	CHECK(fcntl(sv[0], F_GETFL) & O_NONBLOCK);
 	result_reset(&r);
-	sq_io_read_f(b, 0, SIZE_MAX, q, &r, on_read);
+	sq_io_read_f(b, 0, SIZE_MAX, q, &r, on_io);
 	CHECK_EQ(write(sv[1], "xyz", 3), 3);
 	shutdown(sv[1], SHUT_WR);
 	CHECK(wait_result(&r));
@@ -465,7 +290,7 @@ test_path(void)
 	CHECK(wait_result(&w));
 	CHECK_EQ(w.error, 0);
 	CHECK_EQ(fds_on(path), 1);
-	sq_io_read_f(b, 0, SIZE_MAX, q, &r, on_read);
+	sq_io_read_f(b, 0, SIZE_MAX, q, &r, on_io);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, 0);
 	CHECK_EQ(sq_data_get_size(r.data), 300000);
@@ -479,7 +304,7 @@ test_path(void)
 	cleanup_check(&ca, 0);
 	CHECK_EQ(fds_on(path), 1);
 	result_reset(&r);
-	sq_io_read_f(b, 299000, SIZE_MAX, q, &r, on_read);
+	sq_io_read_f(b, 299000, SIZE_MAX, q, &r, on_io);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, 0);
 	CHECK_EQ(sq_data_get_size(r.data), 1000);
@@ -494,12 +319,12 @@ test_path(void)
 	a = sq_io_create_with_path_f(SQ_IO_STREAM, "/nonexistent/sq-shared",
 			O_RDONLY, 0, q, &ca, on_cleanup);
 	result_reset(&r);
-	sq_io_read_f(a, 0, 1, q, &r, on_read);
+	sq_io_read_f(a, 0, 1, q, &r, on_io);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, ENOENT);
 	b = sq_io_create_with_io_f(SQ_IO_STREAM, a, q, &cb, on_cleanup);
 	result_reset(&r);
-	sq_io_read_f(b, 0, 1, q, &r, on_read);
+	sq_io_read_f(b, 0, 1, q, &r, on_io);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, ENOENT);
 	sq_release(a);
@@ -536,7 +361,7 @@ test_errors(void)
 	CHECK(b != NULL);
 	struct result r;
 	result_init(&r);
-	sq_io_read_f(b, 0, 10, q, &r, on_read);
+	sq_io_read_f(b, 0, 10, q, &r, on_io);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, ECANCELED);
 	CHECK_EQ(r.done_calls, 1);
@@ -553,7 +378,7 @@ test_errors(void)
 	cleanup_init(&cb);
 	b = sq_io_create_with_io_f(SQ_IO_STREAM, a, q, &cb, on_cleanup);
 	result_reset(&r);
-	sq_io_read_f(b, 0, 10, q, &r, on_read);
+	sq_io_read_f(b, 0, 10, q, &r, on_io);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, EBADF);
 	sq_release(b);
@@ -567,7 +392,7 @@ test_errors(void)
 	b = sq_io_create_with_io_f(SQ_IO_STREAM, a, q, &cb, on_cleanup);
 	sq_release(a);
 	result_reset(&r);
-	sq_io_read_f(b, 0, 3, q, &r, on_read);
+	sq_io_read_f(b, 0, 3, q, &r, on_io);
 	CHECK_EQ(write(fds[1], "abc", 3), 3);
 	CHECK(wait_result(&r));
 	CHECK_EQ(r.error, 0);

@@ -5,7 +5,7 @@
  * (SEM-1, seed 000's file-descriptor example), ping-pong, timeouts racing
  * signals without losing a unit, and the misuse reports.
  */
-#include "sqtest.h"
+#include "wait_helpers.h"
 
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -32,20 +32,6 @@ syscall(long number, ...)
 	if (number == SYS_futex)
 		futex_calls++;
 	return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-}
-
-static void
-msleep(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
-}
-
-static sq_time_t
-in_ms(long ms)
-{
-	return sq_time(SQ_TIME_NOW, ms * (int64_t)NSEC_PER_MSEC);
 }
 
 static void
@@ -157,12 +143,6 @@ wake_waiter(void *arg)
 	if (sq_semaphore_wait(wake_sema, SQ_TIME_FOREVER) == 0)
 		__atomic_add_fetch(&wake_returned, 1, __ATOMIC_SEQ_CST);
 	return NULL;
-}
-
-static int32_t
-load32(int32_t *p)
-{
-	return __atomic_load_n(p, __ATOMIC_SEQ_CST);
 }
 
 static bool

@@ -10,30 +10,7 @@
  * ("sq_after is a timer entry, not a whole source"); ANCHORS.md §1.12
  * dispatch_after.
  */
-#include "queue_helpers.h"
-
-#include <stdatomic.h>
-
-#define MS 1000000ull
-
-static bool
-sem_wait_ms(sq_semaphore_t s, unsigned ms)
-{
-	return sq_semaphore_wait(s, sq_time(SQ_TIME_NOW,
-			(int64_t)ms * 1000000)) == 0;
-}
-
-static void
-settle(void)
-{
-	sqt_sleep_ms(SQT_SCALE(60, 150));
-}
-
-static sq_queue_t
-global_queue(void)
-{
-	return sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
-}
+#include "source_helpers.h"
 
 static uint64_t
 wall_ns(void)

@@ -8,35 +8,13 @@
  * Spec: SEED-FEATURES.md §2.4, §2.5, §2.7, §2.17; AT-SRC-01, AT-SRC-03,
  * AT-SRC-04, AT-SRC-29, AT-SRC-32 (data half).
  */
-#include "queue_helpers.h"
-
-#include <stdatomic.h>
+#include "source_helpers.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
-
-static bool
-sem_wait_ms(sq_semaphore_t s, unsigned ms)
-{
-	return sq_semaphore_wait(s, sq_time(SQ_TIME_NOW,
-			(int64_t)ms * 1000000)) == 0;
-}
-
-/* A quiet period, long enough for a wrong extra delivery to show up. */
-static void
-settle(void)
-{
-	sqt_sleep_ms(SQT_SCALE(60, 150));
-}
 
 static void
 noop(void *ctx)
 {
-}
-
-static sq_queue_t
-global_queue(void)
-{
-	return sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 }
 
 /* What a handler records about its calls. */

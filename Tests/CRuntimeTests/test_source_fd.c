@@ -13,29 +13,13 @@
  * (one registration per fd; closed / reused fds handled); ANCHORS.md §1.12
  * dispatch_read, dispatch_io_muxed.
  */
-#include "queue_helpers.h"
+#include "source_helpers.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-
-#define MS 1000000ull
-
-static bool
-sem_wait_ms(sq_semaphore_t s, unsigned ms)
-{
-	return sq_semaphore_wait(s, sq_time(SQ_TIME_NOW,
-			(int64_t)ms * 1000000)) == 0;
-}
-
-static void
-settle(void)
-{
-	sqt_sleep_ms(SQT_SCALE(60, 150));
-}
 
 static void
 set_nonblock(int fd)

@@ -13,34 +13,11 @@
  * AT-SRC-06, AT-SRC-07, AT-SRC-08, AT-SRC-09, AT-SRC-10, AT-SRC-28,
  * AT-SRC-30, AT-SRC-32, SRC-CANCEL-2.
  */
-#include "queue_helpers.h"
-
-#include <stdatomic.h>
-
-#define MS 1000000ull
-
-static bool
-sem_wait_ms(sq_semaphore_t s, unsigned ms)
-{
-	return sq_semaphore_wait(s, sq_time(SQ_TIME_NOW,
-			(int64_t)ms * 1000000)) == 0;
-}
-
-static void
-settle(void)
-{
-	sqt_sleep_ms(SQT_SCALE(60, 150));
-}
+#include "source_helpers.h"
 
 static void
 noop(void *ctx)
 {
-}
-
-static sq_queue_t
-global_queue(void)
-{
-	return sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 }
 
 /* ---- a recording data source --------------------------------------------------- */

@@ -20,12 +20,9 @@
  * The parent calls no runtime function until the crash cases are done, so
  * each child starts the runtime from scratch. Each child arms a 10 s alarm.
  */
-#include "queue_helpers.h"
+#include "source_helpers.h"
 
 #include <fcntl.h>
-#include <stdatomic.h>
-
-#define MS 1000000ull
 
 static void
 child_start(void)

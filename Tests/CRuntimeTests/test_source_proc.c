@@ -15,32 +15,10 @@
  * survive fork. The MonitorParentProcess test runs first, while this
  * process has not started the runtime, because its grandchild uses it.
  */
-#include "queue_helpers.h"
+#include "source_helpers.h"
 
 #include <poll.h>
-#include <stdatomic.h>
 #include <sys/prctl.h>
-
-#define MS 1000000ull
-
-static bool
-sem_wait_ms(sq_semaphore_t s, unsigned ms)
-{
-	return sq_semaphore_wait(s, sq_time(SQ_TIME_NOW,
-			(int64_t)ms * 1000000)) == 0;
-}
-
-static void
-settle(void)
-{
-	sqt_sleep_ms(SQT_SCALE(60, 150));
-}
-
-static sq_queue_t
-global_queue(void)
-{
-	return sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
-}
 
 /* Reads exactly `len` bytes, waiting at most `ms` in all. */
 static bool

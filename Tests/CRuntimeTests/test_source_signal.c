@@ -17,30 +17,7 @@
  * The child tests run first, while this process has no runtime threads, so
  * the children start the runtime from scratch.
  */
-#include "queue_helpers.h"
-
-#include <stdatomic.h>
-
-#define MS 1000000ull
-
-static bool
-sem_wait_ms(sq_semaphore_t s, unsigned ms)
-{
-	return sq_semaphore_wait(s, sq_time(SQ_TIME_NOW,
-			(int64_t)ms * 1000000)) == 0;
-}
-
-static void
-settle(void)
-{
-	sqt_sleep_ms(SQT_SCALE(60, 150));
-}
-
-static sq_queue_t
-global_queue(void)
-{
-	return sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
-}
+#include "source_helpers.h"
 
 /* ---- a recording signal source --------------------------------------------------- */
 

@@ -16,30 +16,7 @@
  * after the deadline, 1 ms slack only for the wall clock); upper bounds are
  * at least 10x the expected value, so a loaded machine does not fail them.
  */
-#include "queue_helpers.h"
-
-#include <stdatomic.h>
-
-#define MS 1000000ull
-
-static bool
-sem_wait_ms(sq_semaphore_t s, unsigned ms)
-{
-	return sq_semaphore_wait(s, sq_time(SQ_TIME_NOW,
-			(int64_t)ms * 1000000)) == 0;
-}
-
-static void
-settle(void)
-{
-	sqt_sleep_ms(SQT_SCALE(60, 150));
-}
-
-static sq_queue_t
-global_queue(void)
-{
-	return sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
-}
+#include "source_helpers.h"
 
 static uint64_t
 wall_ns(void)

@@ -16,32 +16,10 @@
  * when a witness source sees a later event, every earlier event has been
  * merged into the other sources: no sleeping and hoping.
  */
-#include "queue_helpers.h"
+#include "source_helpers.h"
 
 #include <fcntl.h>
-#include <stdatomic.h>
 #include <sys/stat.h>
-
-#define MS 1000000ull
-
-static bool
-sem_wait_ms(sq_semaphore_t s, unsigned ms)
-{
-	return sq_semaphore_wait(s, sq_time(SQ_TIME_NOW,
-			(int64_t)ms * 1000000)) == 0;
-}
-
-static void
-settle(void)
-{
-	sqt_sleep_ms(SQT_SCALE(60, 150));
-}
-
-static sq_queue_t
-global_queue(void)
-{
-	return sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
-}
 
 static char tmpdir[] = "/tmp/sqt-vnode-XXXXXX";
 

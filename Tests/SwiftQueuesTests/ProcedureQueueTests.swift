@@ -653,18 +653,17 @@ import Musl
     }
 
     @Test func serialUnderlyingQueueRunsOneAtATime() {
-        let serial = sq_queue_create("procedure-target", nil)
-        defer { sq_release(UnsafeMutableRawPointer(serial)) }
+        let serial = WorkQueue(label: "procedure-target")
         let queue = ProcedureQueue(name: "on-serial")
         #expect(queue.underlyingQueue == nil)
         queue.underlyingQueue = serial
-        #expect(queue.underlyingQueue == serial)
+        #expect(queue.underlyingQueue === serial)
         let inFlight = ProcInFlight()
         let label = ProcBox<String>("")
         for _ in 0..<10 {
             queue.addBlock {
                 inFlight.enter()
-                label.value = String(cString: sq_queue_get_label(nil))
+                label.value = WorkQueue.currentLabel
                 procSleep(2)
                 inFlight.exit()
             }
@@ -675,6 +674,43 @@ import Musl
         queue.underlyingQueue = nil
         queue.addBlock {}
         queue.waitUntilAllFinished()
+    }
+
+    /// Procedures run on one's own WorkQueue (seen through a queue-specific
+    /// value), are held back while it is suspended, and the ProcedureQueue
+    /// keeps the WorkQueue alive while it is set.
+    @Test func proceduresRunOnOwnWorkQueue() {
+        let key = SpecificKey<Int>()
+        let queue = ProcedureQueue(name: "on-own", maxConcurrentCount: 4)
+        let started = ProcBox<Int>(0)
+        do {
+            let own = WorkQueue(label: "own", attributes: .concurrent)
+            own.setSpecific(key, value: 42)
+            queue.underlyingQueue = own
+            own.suspend()
+            let seen = ProcBox<[Int?]>([])
+            for _ in 0..<8 {
+                queue.addBlock {
+                    seen.update { $0.append(WorkQueue.getSpecific(key)) }
+                    started.update { $0 += 1 }
+                }
+            }
+            procSleep(20)
+            #expect(started.value == 0)  // own is suspended: nothing started
+            own.resume()
+            queue.waitUntilAllFinished()
+            #expect(seen.value == Array(repeating: 42, count: 8))
+        }
+        // The only reference to `own` is now the ProcedureQueue's.
+        let later = ProcBox<Int?>(nil)
+        queue.addBlock { later.value = WorkQueue.getSpecific(key) }
+        queue.waitUntilAllFinished()
+        #expect(later.value == 42)
+        #expect(queue.underlyingQueue?.label == "own")
+        queue.underlyingQueue = nil
+        queue.addBlock { later.value = WorkQueue.getSpecific(key) }
+        queue.waitUntilAllFinished()
+        #expect(later.value == nil)
     }
 
     @MainActor

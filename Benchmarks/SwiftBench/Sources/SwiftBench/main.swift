@@ -185,6 +185,28 @@ func blockOn(_ body: @escaping @Sendable () async -> Void) {
     done.wait()
 }
 
+/// The benchmark actors: one call is one message round trip.
+protocol CountingActor: Actor {
+    func bump() -> Int
+}
+
+extension QueueActor: CountingActor {}
+extension DefaultActor: CountingActor {}
+extension DispatchQueueActor: CountingActor {}
+
+/// `calls` round trips to `actor` from a detached task (preferring
+/// `executor` as its task executor, if given); returns when all are done.
+func roundTrips(_ actor: some CountingActor, calls: Int,
+                preferring executor: (any TaskExecutor)? = nil) {
+    blockOn {
+        await withTaskExecutorPreference(executor) {
+            var total = 0
+            for _ in 0..<calls { total &+= await actor.bump() }
+            blackHole(total)
+        }
+    }
+}
+
 // MARK: - Scenarios
 
 func runAll() -> [Row] {
@@ -243,60 +265,22 @@ func runAll() -> [Row] {
     let queueActor = QueueActor()
     let defaultActor = DefaultActor()
     rows.add(compare("actor round trip: WorkQueue executor vs default", ops: calls,
-        ours: {
-            blockOn {
-                var total = 0
-                for _ in 0..<calls { total &+= await queueActor.bump() }
-                blackHole(total)
-            }
-        },
-        theirs: {
-            blockOn {
-                var total = 0
-                for _ in 0..<calls { total &+= await defaultActor.bump() }
-                blackHole(total)
-            }
-        }))
+        ours: { roundTrips(queueActor, calls: calls) },
+        theirs: { roundTrips(defaultActor, calls: calls) }))
 
     // 6. The WorkQueue actor again, but the calling task prefers the
     // actor's queue as its task executor: both hops are then enqueues on
     // that queue, drained by the same worker without a wake-up.
     rows.add(compare("actor round trip: WorkQueue executor + task preference vs default", ops: calls,
-        ours: {
-            blockOn {
-                await withTaskExecutorPreference(queueActor.queue) {
-                    var total = 0
-                    for _ in 0..<calls { total &+= await queueActor.bump() }
-                    blackHole(total)
-                }
-            }
-        },
-        theirs: {
-            blockOn {
-                var total = 0
-                for _ in 0..<calls { total &+= await defaultActor.bump() }
-                blackHole(total)
-            }
-        }))
+        ours: { roundTrips(queueActor, calls: calls, preferring: queueActor.queue) },
+        theirs: { roundTrips(defaultActor, calls: calls) }))
 
     // 7. The same, like for like: both actors on a serial queue executor,
     // so both pay a thread hop there and back per call.
     let dispatchActor = DispatchQueueActor()
     rows.add(compare("actor round trip: WorkQueue vs DispatchQueue executor", ops: calls,
-        ours: {
-            blockOn {
-                var total = 0
-                for _ in 0..<calls { total &+= await queueActor.bump() }
-                blackHole(total)
-            }
-        },
-        theirs: {
-            blockOn {
-                var total = 0
-                for _ in 0..<calls { total &+= await dispatchActor.bump() }
-                blackHole(total)
-            }
-        }))
+        ours: { roundTrips(queueActor, calls: calls) },
+        theirs: { roundTrips(dispatchActor, calls: calls) }))
     return rows
 }
 
