@@ -37,9 +37,10 @@ SQ_INTERNAL struct event_base *_sq_loop_base(void);
  *
  * Two clocks (monotonic, wall), each with two binary heaps over the same
  * entries: by deadline and by latest (deadline + leeway). The loop sleeps
- * until the earliest `latest`; when it wakes it fires every entry whose
- * deadline has passed. So a timer fires within [deadline, latest], and
- * timers whose windows overlap fire together.
+ * until the latest deadline that is no later than the earliest `latest`;
+ * when it wakes it fires every entry whose deadline has passed. So a timer
+ * fires within [deadline, latest], timers whose windows overlap fire
+ * together, and a timer alone fires on its deadline.
  */
 enum { SQ_CLOCK_MONOTONIC = 0, SQ_CLOCK_WALL = 1 };
 
@@ -57,6 +58,8 @@ SQ_INTERNAL void _sq_timer_init(struct sq_timer_s *t,
 		void (*fire)(struct sq_timer_s *, uint64_t));
 SQ_INTERNAL void _sq_timer_schedule(struct sq_timer_s *t);
 SQ_INTERNAL void _sq_timer_unschedule(struct sq_timer_s *t);
+/* Loop passes that fired timers so far (for tests). */
+SQ_INTERNAL uint64_t _sq_debug_timer_wakeups(void);
 /* Current time on a clock, ns. */
 SQ_INTERNAL uint64_t _sq_clock_now(int clock);
 

@@ -1154,10 +1154,16 @@ sq_source_set_timer(sq_source_t source, sq_time_t start, uint64_t interval,
 	if (s->type->kind != SQ_SOURCE_TIMER)
 		_sq_client_crash("sq_source_set_timer", "%s source is not a "
 				"timer", s->type->name);
-	if (s->mask & SQ_TIMER_STRICT)
-		leeway = 0;
 	if (interval == 0)
 		interval = 1; /* as libdispatch: a zero interval means "asap" */
+	/* The leeway policy (source.h): capped, at most half an interval,
+	 * none for STRICT. */
+	if (leeway > SQ_TIMER_LEEWAY_MAX)
+		leeway = SQ_TIMER_LEEWAY_MAX;
+	if (interval != SQ_TIME_FOREVER && leeway > interval / 2)
+		leeway = interval / 2;
+	if (s->mask & SQ_TIMER_STRICT)
+		leeway = 0;
 	sq_spinlock_lock(&s->timer_lock);
 	s->timer_start = start;
 	s->timer_interval = interval;

@@ -155,6 +155,11 @@ sq_source_type_vnode(void)
 /*! Timer mask flag: fire on time, ignoring leeway. */
 #define SQ_TIMER_STRICT 0x1ul
 
+/*! The largest leeway a timer is given, in ns (1 s): a larger leeway,
+ * including INT64_MAX and (uint64_t)-1 (libdispatch's "any leeway"), is
+ * treated as this. See sq_source_set_timer for the whole policy. */
+#define SQ_TIMER_LEEWAY_MAX 1000000000ull
+
 /*!
  * Creates a source (inactive) that submits its handlers to `queue` (NULL:
  * the default global queue). Returns NULL with errno set when the outside
@@ -221,10 +226,19 @@ sq_source_merge_data(sq_source_t source, uintptr_t value);
 /*!
  * Arms a timer source: first fire at `start` (SQ_TIME_NOW: at once; an
  * sq_walltime value: on the wall clock), then every `interval` ns
- * (SQ_TIME_FOREVER: once). The source may fire up to `leeway` ns late, so
- * that timers whose windows overlap fire together (SQ_TIMER_STRICT: no
- * leeway). Re-arming a running timer replaces its schedule. Calling it on a
- * source that is not a timer stops the process.
+ * (SQ_TIME_FOREVER: once). Re-arming a running timer replaces its schedule.
+ * Calling it on a source that is not a timer stops the process.
+ *
+ * Leeway policy. The leeway used is the one given, capped at
+ * SQ_TIMER_LEEWAY_MAX (so INT64_MAX or (uint64_t)-1 means 1 s) and, for a
+ * repeating timer, at half its interval (so it still fires once per
+ * interval); SQ_TIMER_STRICT makes it 0. Leeway only ever buys a merged
+ * wake-up: a timer fires at its deadline, unless waiting (no longer than
+ * its leeway) lets the same wake-up also serve another timer's deadline.
+ * Precisely, the loop wakes at the latest deadline that comes no later
+ * than the earliest `deadline + leeway` of all armed timers, and fires
+ * every timer whose deadline has passed. A lone timer, whatever its
+ * leeway, fires at its deadline; a timer never fires before it.
  */
 SQ_EXPORT SQ_NOTHROW
 void
