@@ -13,6 +13,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -281,7 +282,16 @@ _sq_wake_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t count;
 	ssize_t r = read(_sq_loop.wake_fd, &count, sizeof(count));
 	(void)r;
+	_sq_signals_drain();
 	_sq_loop_drain_commands();
+}
+
+void
+_sq_loop_kick(void)
+{
+	uint64_t one = 1;
+	ssize_t w = write(_sq_loop.wake_fd, &one, sizeof(one));
+	(void)w;
 }
 
 void
@@ -291,11 +301,8 @@ _sq_loop_post(struct sq_loop_node_s *node)
 	_sq_tsan_release(node);
 	/* Wait-free append, a full barrier; wake the loop only when the
 	 * queue was empty (the loop drains everything each time). */
-	if (!cds_wfcq_enqueue(&_sq_loop.head, &_sq_loop.tail, &node->link)) {
-		uint64_t one = 1;
-		ssize_t w = write(_sq_loop.wake_fd, &one, sizeof(one));
-		(void)w;
-	}
+	if (!cds_wfcq_enqueue(&_sq_loop.head, &_sq_loop.tail, &node->link))
+		_sq_loop_kick();
 }
 
 /* ---- The thread ---------------------------------------------------------- */
@@ -338,14 +345,26 @@ _sq_loop_start(void *unused)
 		_sq_client_crash("sq_source_create", "cannot set up the "
 				"event loop");
 
+	/* The manager starts with every asynchronous signal blocked, whatever
+	 * the caller's mask; signal sources unblock exactly their numbers on
+	 * it (source.c). Faults stay deliverable. */
+	sigset_t all, saved;
+	sigfillset(&all);
+	static const int sync_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+		SIGTRAP, SIGABRT, SIGSYS };
+	for (size_t i = 0; i < sizeof(sync_signals) / sizeof(int); i++)
+		sigdelset(&all, sync_signals[i]);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_t thread;
-	if (pthread_create(&thread, &attr, _sq_loop_main, NULL) != 0)
-		_sq_client_crash("sq_source_create", "cannot start the "
-				"manager thread: %s", strerror(errno));
+	int err = pthread_create(&thread, &attr, _sq_loop_main, NULL);
 	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	if (err != 0)
+		_sq_client_crash("sq_source_create", "cannot start the "
+				"manager thread: %s", strerror(err));
 }
 
 SQ_INTERNAL void _sq_loop_init(void);

@@ -30,6 +30,9 @@ struct sq_loop_node_s {
 
 SQ_INTERNAL void _sq_loop_post(struct sq_loop_node_s *node);
 
+/* Wakes the loop (async-signal-safe: one eventfd write). */
+SQ_INTERNAL void _sq_loop_kick(void);
+
 /* The loop's libevent base; only for code running on the loop thread. */
 SQ_INTERNAL struct event_base *_sq_loop_base(void);
 
@@ -151,6 +154,14 @@ struct sq_source_s {
 
 /* Runs a source's pending commands (loop thread). */
 SQ_INTERNAL void _sq_source_run_commands(struct sq_source_s *s);
+
+/* Hands the deliveries counted by the signal handler to the signal
+ * sources (loop thread). */
+SQ_INTERNAL void _sq_signals_drain(void);
+
+/* fork child: puts back the program's dispositions for every signal the
+ * runtime caught and forgets the watcher thread (source.c). */
+SQ_INTERNAL void _sq_signals_atfork_child(void);
 
 /* Runs an sq_after entry's scheduling (loop thread). */
 SQ_INTERNAL void _sq_after_schedule(struct sq_loop_node_s *node);

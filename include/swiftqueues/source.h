@@ -54,9 +54,15 @@ SQ_EXPORT const struct sq_source_type_s _sq_source_type_vnode;
  * the room in its buffer). */
 #define SQ_SOURCE_TYPE_WRITE (&_sq_source_type_write)
 /*! handle: a signal number. get_data: deliveries since the last handler
- * run. While a signal source is active the signal is caught (its default
- * action does not happen); the previous disposition, SIG_IGN or a program
- * handler, comes back when the last source for that signal is cancelled. */
+ * run (each delivery counts: queued real-time signals exactly). While a
+ * signal source is active the signal is caught (its default action does
+ * not happen), whatever the signal masks of the program's threads: a
+ * runtime thread keeps exactly the watched numbers unblocked, so a signal
+ * the program blocks everywhere is still delivered (a signal sent to one
+ * thread, with pthread_kill, stays that thread's). When the last source for
+ * a number is cancelled, the disposition from before the first one (SIG_IGN,
+ * SIG_DFL or a program handler) comes back, unless the program installed
+ * its own in between: that one stays. */
 #define SQ_SOURCE_TYPE_SIGNAL (&_sq_source_type_signal)
 /*! Configure with sq_source_set_timer. get_data: fires since the last run. */
 #define SQ_SOURCE_TYPE_TIMER (&_sq_source_type_timer)
