@@ -462,3 +462,23 @@ sq_after_workitem(sq_time_t when, sq_queue_t queue, sq_workitem_t item)
 	sq_retain(item);
 	_sq_after(when, queue, NULL, NULL, item);
 }
+
+/* ---- fork ---------------------------------------------------------------- */
+
+void
+_sq_loop_atfork_child(void)
+{
+	/* The base (and its epoll set, shared with the parent) is dropped,
+	 * not freed: freeing would delete the parent's registrations. The
+	 * timer entries belong to the parent's sources and sq_after calls;
+	 * they do not fire in the child. */
+	if (_sq_loop.wake_fd >= 0 && _sq_loop.base != NULL)
+		close(_sq_loop.wake_fd);
+	for (int c = 0; c < 2; c++)
+		for (int w = 0; w < 2; w++)
+			free(_sq_loop.heap[c][w]);
+	memset(&_sq_loop, 0, sizeof(_sq_loop));
+	_sq_loop.wake_fd = -1;
+	_sq_loop_once = 0;
+	_sq_timer_wakeups = 0;
+}

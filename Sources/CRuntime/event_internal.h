@@ -162,6 +162,11 @@ SQ_INTERNAL void _sq_signals_drain(void);
 /* fork child: puts back the program's dispositions for every signal the
  * runtime caught and forgets the watcher thread (source.c). */
 SQ_INTERNAL void _sq_signals_atfork_child(void);
+/* fork child: forgets the parent's descriptor and inotify registrations
+ * (source.c) and the event loop, its timers and sq_after entries
+ * (event.c). */
+SQ_INTERNAL void _sq_sources_atfork_child(void);
+SQ_INTERNAL void _sq_loop_atfork_child(void);
 
 /* Runs an sq_after entry's scheduling (loop thread). */
 SQ_INTERNAL void _sq_after_schedule(struct sq_loop_node_s *node);

@@ -82,6 +82,7 @@ static const struct sq_vtable_s _sq_source_vtable = {
 	.resume = _sq_source_resume,
 	.activate = _sq_source_activate,
 	.set_target = _sq_source_set_target,
+	.fork_bound = true,
 };
 
 static inline struct sq_source_s *
@@ -858,6 +859,19 @@ _sq_vnode_unregister(struct sq_source_s *s)
 		_sq_vnode_release_watch(s->parent_wd, NULL);
 	s->wd = -1;
 	s->parent_wd = -1;
+}
+
+void
+_sq_sources_atfork_child(void)
+{
+	free(_sq_fd_sources);
+	_sq_fd_sources = NULL;
+	_sq_fd_sources_cap = 0;
+	if (_sq_inotify_fd >= 0)
+		close(_sq_inotify_fd);
+	_sq_inotify_fd = -1;
+	_sq_inotify_ev = NULL; /* the parent's base's, dropped with it */
+	_sq_vnode_sources = NULL;
 }
 
 /* ---- Loop side: timers ------------------------------------------------- */
