@@ -147,6 +147,14 @@ mode_sources(void)
 	sq_source_set_event_handler_f(s, usr1_handler);
 	sq_activate(s);
 	sqt_sleep_ms(50); /* registered */
+	/* Blocked here, so the runtime's signal thread takes it. (Under
+	 * TSan it must: after a multi-threaded fork TSan stops running the
+	 * forking thread's interceptors, so a signal handler deferred on it
+	 * would never run.) */
+	sigset_t usr1;
+	sigemptyset(&usr1);
+	sigaddset(&usr1, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &usr1, NULL);
 	kill(getpid(), SIGUSR1);
 	if (!sqt_sem_wait_ms(&child_sem, 5000))
 		return 50;
@@ -165,9 +173,13 @@ mode_sources(void)
 	if (write(fds[1], "x", 1) != 1)
 		return 53;
 	bool ok = sqt_sem_wait_ms(&child_sem, 5000);
+	sq_source_set_cancel_handler_f(r, post_sem);
+	sq_set_context(r, &child_sem);
 	sq_source_cancel(r);
 	sq_release(r);
-	sqt_sleep_ms(20);
+	/* Closed once the loop has let go of the descriptor. */
+	if (!sqt_sem_wait_ms(&child_sem, 5000))
+		return 55;
 	close(fds[0]);
 	close(fds[1]);
 	return ok ? 0 : 54;
@@ -308,6 +320,8 @@ parent_sources_start(void)
 static void
 parent_sources_stop(void)
 {
+	sq_source_set_cancel_handler_f(P.reader, post_sem);
+	sq_set_context(P.reader, &child_sem);
 	sq_source_cancel(P.term);
 	sq_source_cancel(P.timer);
 	sq_source_cancel(P.reader);
@@ -317,7 +331,7 @@ parent_sources_stop(void)
 	sq_io_close(P.channel, SQ_IO_STOP);
 	sq_release(P.channel);
 	close(P.chan_fds[1]);
-	sqt_sleep_ms(50);
+	CHECK(sqt_sem_wait_ms(&child_sem, 5000)); /* the reader let go */
 	close(P.pipe_fds[0]);
 	close(P.pipe_fds[1]);
 	P.active = false;
