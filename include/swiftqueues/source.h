@@ -15,6 +15,12 @@
  * running finishes, then the cancel handler runs once, after the last event
  * handler (the place to close the descriptor). A suspended source runs its
  * cancel handler when resumed, as libdispatch does.
+ *
+ * After fork() the child has a fresh runtime: it can create and use new
+ * sources, but a source made before the fork (its registration belongs to
+ * the parent) stops the process with a "SwiftQueues:" message when used;
+ * sq_release on it is allowed and does nothing. Signal dispositions the
+ * runtime installed are the program's own again in the child.
  */
 #ifndef SWIFTQUEUES_SOURCE_H
 #define SWIFTQUEUES_SOURCE_H
