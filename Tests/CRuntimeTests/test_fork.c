@@ -9,7 +9,8 @@
  *     action is back), and the parent's SIGTERM source counts none;
  *   - use global and serial queues (sq_async_f, sq_sync_f), a serial queue
  *     made in the parent, sq_after, a timer, a signal source (SIGUSR1 to
- *     itself), a read source and sq_read / sq_write, an I/O channel;
+ *     itself), a read source, sq_read / sq_write on a pipe and sq_read of a
+ *     regular file (the I/O threads), an I/O channel;
  *   - use a source or channel made in the parent: the process stops with a
  *     "SwiftQueues:" message (and sq_release of them is allowed).
  * Each child must finish within seconds: a hang is killed and fails.
@@ -235,7 +236,23 @@ mode_io(void)
 	if (atomic_load(&read_size) != 10)
 		return 63;
 
+	/* A regular file: read on the I/O threads. */
+	char path[] = "/tmp/sq_fork_XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0 || write(fd, "0123456789abcdef", 16) != 16 ||
+			lseek(fd, 0, SEEK_SET) != 0)
+		return 68;
+	unlink(path);
+	sq_read_f(fd, SIZE_MAX, q, NULL, read_done);
+	if (!sqt_sem_wait_ms(&child_sem, 5000))
+		return 69;
+	close(fd);
+	if (atomic_load(&read_size) != 16)
+		return 70;
+
 	/* A channel over a pipe. */
+	atomic_store(&channel_bytes, 0);
+	atomic_store(&channel_done, 0);
 	if (pipe(fds) != 0)
 		return 64;
 	sq_io_t ch = sq_io_create_f(SQ_IO_STREAM, fds[0], q, NULL, NULL);
@@ -341,7 +358,7 @@ static int
 mode_parent_source(void)
 {
 	sq_source_cancel(P.timer);
-	return 70; /* not reached */
+	return 80; /* not reached */
 }
 
 static int
@@ -350,7 +367,7 @@ mode_parent_channel(void)
 	sq_io_read_f(P.channel, 0, 1,
 			sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0),
 			NULL, noop_io);
-	return 71; /* not reached */
+	return 81; /* not reached */
 }
 
 static int
@@ -469,6 +486,8 @@ main(void)
 	sq_sync_f(parent_serial, NULL, noop);
 	CHECK_EQ(mode_global_async(), 0);
 	run_all_modes();
+	/* I/O threads running in the parent at the next forks. */
+	CHECK_EQ(mode_io(), 0);
 
 	/* Sources, a timer, a channel, a pending sq_after in the parent. */
 	parent_sources_start();
