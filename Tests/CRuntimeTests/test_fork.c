@@ -10,7 +10,7 @@
  *   - use global and serial queues (sq_async_f, sq_sync_f), a serial queue
  *     made in the parent, sq_after, a timer, a signal source (SIGUSR1 to
  *     itself), a read source, sq_read / sq_write on a pipe and sq_read of a
- *     regular file (the I/O threads), an I/O channel;
+ *     regular file (the I/O threads), an I/O channel, the main queue;
  *   - use a source or channel made in the parent: the process stops with a
  *     "SwiftQueues:" message (and sq_release of them is allowed).
  * Each child must finish within seconds: a hang is killed and fails.
@@ -269,6 +269,39 @@ mode_io(void)
 			atomic_load(&channel_bytes) == 10 ? 0 : 67;
 }
 
+static atomic_int main_ran;
+
+static void
+on_main(void *ctx)
+{
+	atomic_store(&main_ran, 1);
+}
+
+static void
+to_main(void *ctx)
+{
+	sq_async_f(sq_get_main_queue(), NULL, on_main);
+}
+
+static bool
+main_done(void *ctx)
+{
+	return atomic_load(&main_ran) != 0;
+}
+
+static int
+mode_main_queue(void)
+{
+	/* The child's main thread is the one that forked; its main queue
+	 * has an eventfd of its own, not the parent's. */
+	sq_async_f(sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0), NULL,
+			to_main);
+	if (!sq_main_queue_run_until(sq_time(SQ_TIME_NOW,
+			5 * (int64_t)NSEC_PER_SEC), main_done, NULL))
+		return 90;
+	return 0;
+}
+
 /* ---- the parent's objects -------------------------------------------------- */
 
 struct parent_objs {
@@ -475,6 +508,7 @@ run_all_modes(void)
 	run_mode("timer", mode_timer);
 	run_mode("sources", mode_sources);
 	run_mode("io", mode_io);
+	run_mode("main queue", mode_main_queue);
 }
 
 int
@@ -486,8 +520,10 @@ main(void)
 	sq_sync_f(parent_serial, NULL, noop);
 	CHECK_EQ(mode_global_async(), 0);
 	run_all_modes();
-	/* I/O threads running in the parent at the next forks. */
+	/* I/O threads running in the parent at the next forks, and a main
+	 * queue eventfd the children must not share. */
 	CHECK_EQ(mode_io(), 0);
+	CHECK_EQ(mode_main_queue(), 0);
 
 	/* Sources, a timer, a channel, a pending sq_after in the parent. */
 	parent_sources_start();
