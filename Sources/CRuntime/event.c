@@ -13,6 +13,7 @@
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -162,13 +163,49 @@ _sq_timer_schedule(struct sq_timer_s *t)
 	}
 }
 
-/* Fires every due timer, then sleeps the libevent timer until the next
- * earliest `latest`. Wall-clock timers are re-checked at least every
- * second so a clock step is noticed. */
+/* The latest deadline on `clock` no later than `limit`, starting the walk
+ * at slot i of the deadline heap. A min-heap: a slot past the limit hides
+ * its whole subtree, so the walk visits only the entries due by `limit`
+ * (the ones the wake-up will fire) and their direct children. */
+static uint64_t
+_sq_heap_latest_deadline(int clock, uint32_t i, uint64_t limit)
+{
+	uint32_t n = _sq_loop.heap_count[clock];
+	if (i >= n || _sq_loop.heap[clock][0][i]->deadline > limit)
+		return 0;
+	uint64_t best = _sq_loop.heap[clock][0][i]->deadline;
+	uint64_t l = _sq_heap_latest_deadline(clock, 2 * i + 1, limit);
+	uint64_t r = _sq_heap_latest_deadline(clock, 2 * i + 2, limit);
+	if (l > best)
+		best = l;
+	return r > best ? r : best;
+}
+
+/* Loop passes that fired at least one timer (a debugging figure, used by
+ * the tests to see that timers were served by one wake-up). Loop thread
+ * writes, anyone reads: relaxed, it orders nothing. */
+static uint64_t _sq_timer_wakeups;
+
+uint64_t
+_sq_debug_timer_wakeups(void)
+{
+	return __atomic_load_n(&_sq_timer_wakeups, __ATOMIC_RELAXED);
+}
+
+/*
+ * Fires every due timer, then sleeps the libevent timer until the next
+ * wake-up (the leeway policy of source.h): the latest deadline that is no
+ * later than the earliest `latest`. Every timer due by then fires in that
+ * one pass, none is later than its leeway allows, and a timer fires after
+ * its deadline only when that pass also serves another timer's deadline.
+ * Wall-clock timers are re-checked at least every second so a clock step
+ * is noticed.
+ */
 static void
 _sq_timers_run(void)
 {
 	uint64_t sleep_ns = UINT64_MAX;
+	bool fired = false;
 	for (int c = 0; c < 2; c++) {
 		uint64_t now = _sq_clock_now(c);
 		while (_sq_loop.heap_count[c] > 0 &&
@@ -176,23 +213,31 @@ _sq_timers_run(void)
 			struct sq_timer_s *t = _sq_loop.heap[c][0][0];
 			_sq_timer_unschedule(t);
 			t->fire(t, now);
+			fired = true;
 		}
 		if (_sq_loop.heap_count[c] > 0) {
-			uint64_t latest = _sq_loop.heap[c][1][0]->latest;
-			uint64_t wait = latest > now ? latest - now : 0;
+			uint64_t wake = _sq_heap_latest_deadline(c, 0,
+					_sq_loop.heap[c][1][0]->latest);
+			uint64_t wait = wake > now ? wake - now : 0;
 			if (c == SQ_CLOCK_WALL && wait > NSEC_PER_SEC)
 				wait = NSEC_PER_SEC;
 			if (wait < sleep_ns)
 				sleep_ns = wait;
 		}
 	}
+	if (fired)
+		__atomic_store_n(&_sq_timer_wakeups, _sq_timer_wakeups + 1,
+				__ATOMIC_RELAXED);
 	if (sleep_ns == UINT64_MAX) {
 		event_del(_sq_loop.timer_ev);
 		return;
 	}
+	/* Rounded up to libevent's microseconds: waking early would cost a
+	 * second pass that fires nothing. */
+	uint64_t us = sleep_ns / 1000 + (sleep_ns % 1000 != 0);
 	struct timeval tv = {
-		.tv_sec = (time_t)(sleep_ns / NSEC_PER_SEC),
-		.tv_usec = (suseconds_t)((sleep_ns % NSEC_PER_SEC) / 1000),
+		.tv_sec = (time_t)(us / 1000000),
+		.tv_usec = (suseconds_t)(us % 1000000),
 	};
 	evtimer_add(_sq_loop.timer_ev, &tv);
 }
@@ -237,7 +282,16 @@ _sq_wake_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t count;
 	ssize_t r = read(_sq_loop.wake_fd, &count, sizeof(count));
 	(void)r;
+	_sq_signals_drain();
 	_sq_loop_drain_commands();
+}
+
+void
+_sq_loop_kick(void)
+{
+	uint64_t one = 1;
+	ssize_t w = write(_sq_loop.wake_fd, &one, sizeof(one));
+	(void)w;
 }
 
 void
@@ -247,11 +301,8 @@ _sq_loop_post(struct sq_loop_node_s *node)
 	_sq_tsan_release(node);
 	/* Wait-free append, a full barrier; wake the loop only when the
 	 * queue was empty (the loop drains everything each time). */
-	if (!cds_wfcq_enqueue(&_sq_loop.head, &_sq_loop.tail, &node->link)) {
-		uint64_t one = 1;
-		ssize_t w = write(_sq_loop.wake_fd, &one, sizeof(one));
-		(void)w;
-	}
+	if (!cds_wfcq_enqueue(&_sq_loop.head, &_sq_loop.tail, &node->link))
+		_sq_loop_kick();
 }
 
 /* ---- The thread ---------------------------------------------------------- */
@@ -294,14 +345,26 @@ _sq_loop_start(void *unused)
 		_sq_client_crash("sq_source_create", "cannot set up the "
 				"event loop");
 
+	/* The manager starts with every asynchronous signal blocked, whatever
+	 * the caller's mask; signal sources unblock exactly their numbers on
+	 * it (source.c). Faults stay deliverable. */
+	sigset_t all, saved;
+	sigfillset(&all);
+	static const int sync_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+		SIGTRAP, SIGABRT, SIGSYS };
+	for (size_t i = 0; i < sizeof(sync_signals) / sizeof(int); i++)
+		sigdelset(&all, sync_signals[i]);
+	pthread_sigmask(SIG_SETMASK, &all, &saved);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_t thread;
-	if (pthread_create(&thread, &attr, _sq_loop_main, NULL) != 0)
-		_sq_client_crash("sq_source_create", "cannot start the "
-				"manager thread: %s", strerror(errno));
+	int err = pthread_create(&thread, &attr, _sq_loop_main, NULL);
 	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &saved, NULL);
+	if (err != 0)
+		_sq_client_crash("sq_source_create", "cannot start the "
+				"manager thread: %s", strerror(err));
 }
 
 SQ_INTERNAL void _sq_loop_init(void);
@@ -398,4 +461,24 @@ sq_after_workitem(sq_time_t when, sq_queue_t queue, sq_workitem_t item)
 	_sq_object_validate("sq_after_workitem", item);
 	sq_retain(item);
 	_sq_after(when, queue, NULL, NULL, item);
+}
+
+/* ---- fork ---------------------------------------------------------------- */
+
+void
+_sq_loop_atfork_child(void)
+{
+	/* The base (and its epoll set, shared with the parent) is dropped,
+	 * not freed: freeing would delete the parent's registrations. The
+	 * timer entries belong to the parent's sources and sq_after calls;
+	 * they do not fire in the child. */
+	if (_sq_loop.wake_fd >= 0 && _sq_loop.base != NULL)
+		close(_sq_loop.wake_fd);
+	for (int c = 0; c < 2; c++)
+		for (int w = 0; w < 2; w++)
+			free(_sq_loop.heap[c][w]);
+	memset(&_sq_loop, 0, sizeof(_sq_loop));
+	_sq_loop.wake_fd = -1;
+	_sq_loop_once = 0;
+	_sq_timer_wakeups = 0;
 }

@@ -30,6 +30,9 @@ struct sq_loop_node_s {
 
 SQ_INTERNAL void _sq_loop_post(struct sq_loop_node_s *node);
 
+/* Wakes the loop (async-signal-safe: one eventfd write). */
+SQ_INTERNAL void _sq_loop_kick(void);
+
 /* The loop's libevent base; only for code running on the loop thread. */
 SQ_INTERNAL struct event_base *_sq_loop_base(void);
 
@@ -37,9 +40,10 @@ SQ_INTERNAL struct event_base *_sq_loop_base(void);
  *
  * Two clocks (monotonic, wall), each with two binary heaps over the same
  * entries: by deadline and by latest (deadline + leeway). The loop sleeps
- * until the earliest `latest`; when it wakes it fires every entry whose
- * deadline has passed. So a timer fires within [deadline, latest], and
- * timers whose windows overlap fire together.
+ * until the latest deadline that is no later than the earliest `latest`;
+ * when it wakes it fires every entry whose deadline has passed. So a timer
+ * fires within [deadline, latest], timers whose windows overlap fire
+ * together, and a timer alone fires on its deadline.
  */
 enum { SQ_CLOCK_MONOTONIC = 0, SQ_CLOCK_WALL = 1 };
 
@@ -57,6 +61,8 @@ SQ_INTERNAL void _sq_timer_init(struct sq_timer_s *t,
 		void (*fire)(struct sq_timer_s *, uint64_t));
 SQ_INTERNAL void _sq_timer_schedule(struct sq_timer_s *t);
 SQ_INTERNAL void _sq_timer_unschedule(struct sq_timer_s *t);
+/* Loop passes that fired timers so far (for tests). */
+SQ_INTERNAL uint64_t _sq_debug_timer_wakeups(void);
 /* Current time on a clock, ns. */
 SQ_INTERNAL uint64_t _sq_clock_now(int clock);
 
@@ -148,6 +154,19 @@ struct sq_source_s {
 
 /* Runs a source's pending commands (loop thread). */
 SQ_INTERNAL void _sq_source_run_commands(struct sq_source_s *s);
+
+/* Hands the deliveries counted by the signal handler to the signal
+ * sources (loop thread). */
+SQ_INTERNAL void _sq_signals_drain(void);
+
+/* fork child: puts back the program's dispositions for every signal the
+ * runtime caught and forgets the watcher thread (source.c). */
+SQ_INTERNAL void _sq_signals_atfork_child(void);
+/* fork child: forgets the parent's descriptor and inotify registrations
+ * (source.c) and the event loop, its timers and sq_after entries
+ * (event.c). */
+SQ_INTERNAL void _sq_sources_atfork_child(void);
+SQ_INTERNAL void _sq_loop_atfork_child(void);
 
 /* Runs an sq_after entry's scheduling (loop thread). */
 SQ_INTERNAL void _sq_after_schedule(struct sq_loop_node_s *node);

@@ -165,6 +165,13 @@ _sq_wall_ns(void)
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
+/* fork() child resets (fork.c calls them; each in its own file): the
+ * worker pool, the I/O thread pool and open-file slots, the main queue's
+ * eventfd. */
+SQ_INTERNAL void _sq_pool_atfork_child(void);
+SQ_INTERNAL void _sq_io_atfork_child(void);
+SQ_INTERNAL void _sq_main_queue_atfork_child(void);
+
 #include "object_internal.h"
 
 #endif /* SWIFTQUEUES_INTERNAL_H */

@@ -166,6 +166,7 @@ static const struct sq_vtable_s _sq_io_vtable = {
 	.kind = "I/O channel",
 	.dispose = _sq_io_dispose,
 	.last_external_release = _sq_io_last_external_release,
+	.fork_bound = true,
 };
 
 static struct sq_io_s *
@@ -1728,4 +1729,22 @@ sq_write_f(sq_fd_t fd, sq_data_t data, sq_queue_t queue, void *ctx,
 	 * stays SIZE_MAX, so none is due). */
 	sq_io_set_low_water(s->ch, SIZE_MAX);
 	sq_io_write_f(s->ch, 0, data, queue, s, _sq_io_simple_write);
+}
+
+/* ---- fork ------------------------------------------------------------------ */
+
+/* fork() child (fork.c): the I/O threads are gone and their locks may have
+ * been held; the channels made before fork() are unusable (fork_bound).
+ * The thread pool and the open-file slots start afresh. */
+void
+_sq_io_atfork_child(void)
+{
+	pthread_mutex_init(&_sq_io_pool.lock, NULL);
+	pthread_cond_init(&_sq_io_pool.cond, NULL);
+	_sq_io_pool.head = _sq_io_pool.tail = NULL;
+	_sq_io_pool.threads = _sq_io_pool.idle = 0;
+	pthread_mutex_init(&_sq_io_slots.lock, NULL);
+	_sq_io_slots.init = false;
+	_sq_io_slots.free = 0;
+	_sq_io_slots.head = _sq_io_slots.tail = NULL;
 }

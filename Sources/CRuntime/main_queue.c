@@ -115,3 +115,14 @@ sq_main_queue_run_until(sq_time_t deadline, bool (*condition)(void *),
 		_sq_main_wait(deadline);
 	}
 }
+
+/* fork() child (fork.c): the eventfd is shared with the parent, whose main
+ * thread waits on it; the child gets its own on first use. */
+void
+_sq_main_queue_atfork_child(void)
+{
+	if (_sq_main_fd >= 0)
+		close(_sq_main_fd);
+	_sq_main_fd = -1;
+	_sq_main_fd_once = 0;
+}

@@ -16,6 +16,8 @@ _sq_object_alloc(const struct sq_vtable_s *vtable, size_t size)
 	o->vtable = vtable;
 	o->xref = 1;
 	o->ref = 1;
+	if (vtable->fork_bound)
+		o->fork_gen = _sq_fork_generation;
 	return o;
 }
 
@@ -36,6 +38,15 @@ _sq_object_invalid(const char *call, const void *object)
 		_sq_client_crash(call, "object is NULL");
 	_sq_client_crash(call, "use of an object that was released and "
 			"destroyed");
+}
+
+void
+_sq_object_forked(const char *call, const void *object)
+{
+	const struct sq_object_s *o = object;
+	_sq_client_crash(call, "%s '%s' was made before fork(): it cannot be "
+			"used in the child", o->vtable->kind,
+			_sq_object_label(o));
 }
 
 /* Public calls that act on the object need a reference of the program's
@@ -74,6 +85,10 @@ _sq_object_last_internal_release(struct sq_object_s *o)
 void
 sq_retain(sq_object_t object)
 {
+	/* A source or channel made before fork(), in the child: nothing to
+	 * count (its memory stays), so a child may drop what it inherited. */
+	if (SQ_UNLIKELY(object != NULL && _sq_object_is_stale(object)))
+		return;
 	_sq_object_validate("sq_retain", object);
 	struct sq_object_s *o = object;
 	if (_sq_object_is_immortal(o))
@@ -88,6 +103,10 @@ sq_retain(sq_object_t object)
 void
 sq_release(sq_object_t object)
 {
+	/* A source or channel made before fork(), in the child: nothing to
+	 * count (its memory stays), so a child may drop what it inherited. */
+	if (SQ_UNLIKELY(object != NULL && _sq_object_is_stale(object)))
+		return;
 	_sq_object_validate("sq_release", object);
 	struct sq_object_s *o = object;
 	if (_sq_object_is_immortal(o))

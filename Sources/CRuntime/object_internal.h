@@ -21,6 +21,10 @@ struct sq_vtable_s {
 	/* Called when the program drops its last reference (xref reaches 0),
 	 * before the internal reference that xref held is dropped. */
 	void (*last_external_release)(struct sq_object_s *object);
+	/* Objects of this kind hold runtime threads or kernel registrations
+	 * (sources, I/O channels): in a child process they are unusable
+	 * (see fork.c). */
+	bool fork_bound;
 };
 
 /*
@@ -40,7 +44,19 @@ struct sq_object_s {
 	sq_function_t finalizer;
 	struct sq_queue_s *target; /* retained; NULL for objects without one */
 	char *label;               /* owned copy or NULL */
+	/* Fork-bound kinds: the process generation that made it (fork.c);
+	 * 0 for every other object. */
+	uint32_t fork_gen;
 };
+
+/* This process's generation: 1, plus one in each child of fork(). Written
+ * only by the child's atfork handler, while it is the only thread. */
+SQ_INTERNAL extern uint32_t _sq_fork_generation;
+
+/* Stops the process: a fork-bound object made before fork() used in the
+ * child. */
+SQ_INTERNAL SQ_NORETURN void
+_sq_object_forked(const char *call, const void *object);
 
 /* Immortal objects (global queues, the main queue) have this xref. */
 #define SQ_REF_IMMORTAL INT32_MAX
@@ -104,6 +120,16 @@ _sq_object_label(const void *object)
 SQ_INTERNAL SQ_NORETURN void
 _sq_object_invalid(const char *call, const void *object);
 
+/* Whether `object` is fork-bound and was made before the last fork().
+ * One compare: fork_gen 0 (not bound) wraps to UINT32_MAX and never
+ * passes; an older generation than the process's does. */
+SQ_INLINE bool
+_sq_object_is_stale(const void *object)
+{
+	const struct sq_object_s *o = object;
+	return o->fork_gen - 1u < _sq_fork_generation - 1u;
+}
+
 /* Stops the process unless `object` looks like a live SwiftQueues object. */
 SQ_INLINE void
 _sq_object_validate(const char *call, const void *object)
@@ -112,6 +138,8 @@ _sq_object_validate(const char *call, const void *object)
 	if (SQ_UNLIKELY(o == NULL || __atomic_load_n(&o->xref,
 			__ATOMIC_RELAXED) <= SQ_REF_FREED / 2))
 		_sq_object_invalid(call, object);
+	if (SQ_UNLIKELY(_sq_object_is_stale(o)))
+		_sq_object_forked(call, object);
 }
 
 #endif /* SWIFTQUEUES_OBJECT_INTERNAL_H */

@@ -1001,3 +1001,17 @@ _sq_chaos_point(void)
 	}
 }
 #endif
+
+/* ---- fork ------------------------------------------------------------------ */
+
+/* fork() child (fork.c): no worker or monitor thread exists here. The pool
+ * goes back to "never started"; jobs that were queued in the parent are
+ * dropped (they are the parent's to run). The next submission starts it. */
+void
+_sq_pool_atfork_child(void)
+{
+	memset(&_sq_pool, 0, sizeof(_sq_pool));
+	_sq_pool_once = 0;
+	_sq_self = NULL;
+	_sq_apply_depth = 0;
+}

@@ -31,9 +31,11 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -80,6 +82,7 @@ static const struct sq_vtable_s _sq_source_vtable = {
 	.resume = _sq_source_resume,
 	.activate = _sq_source_activate,
 	.set_target = _sq_source_set_target,
+	.fork_bound = true,
 };
 
 static inline struct sq_source_s *
@@ -440,31 +443,183 @@ _sq_pidfd_open(pid_t pid)
 
 /* ---- Loop side: signals ------------------------------------------------
  *
- * libevent lets one base own signals; ours does. One libevent signal event
- * per signal number, shared by every source for that number.
+ * The runtime's own handler, not libevent's: it counts the delivery in a
+ * per-signal counter and kicks the loop's eventfd (both async-signal-safe);
+ * the loop adds the counts to every source for the number. One handler run
+ * per delivery, so queued real-time signals are counted exactly.
+ *
+ * Delivery does not depend on the program's masks: a watcher thread, started
+ * with the first signal source with every signal blocked, unblocks exactly
+ * the numbers that have a source and sleeps in poll(). A signal the program
+ * blocks in all its threads still has that one thread to go to. A thread
+ * that leaves it unblocked may take it instead; the handler is the same
+ * wherever it runs. (The manager itself keeps every asynchronous signal
+ * blocked, so the workers it starts do too.)
+ *
+ * The first source for a number installs the handler and keeps the old
+ * disposition; the last one gone puts that back, but only if the current
+ * one is still ours (a handler the program installed in between stays).
  */
 static struct {
-	struct event *ev;
 	struct sq_source_s *sources;
+	struct sigaction old; /* the disposition before the first source */
+	bool installed;
 } _sq_signals[NSIG];
 
+/* Written by the handler on any thread, taken by the loop. seq_cst: the
+ * count is added before the flag is raised, and the loop lowers the flag
+ * before it takes the counts, so a delivery is either taken by this drain
+ * or raises the flag (and kicks the eventfd) for the next one. */
+static uint64_t _sq_signal_counts[NSIG];
+static uint32_t _sq_signal_raised;
+
 static void
-_sq_signal_cb(evutil_socket_t signo, short what, void *arg)
+_sq_signal_handler(int signo)
 {
-	for (struct sq_source_s *s = _sq_signals[signo].sources; s;
-			s = s->next_in_list)
-		_sq_source_merge(s, 1);
+	int saved = errno;
+	if (signo > 0 && signo < NSIG) {
+		__atomic_add_fetch(&_sq_signal_counts[signo], 1,
+				__ATOMIC_SEQ_CST);
+		__atomic_store_n(&_sq_signal_raised, 1, __ATOMIC_SEQ_CST);
+		_sq_loop_kick();
+	}
+	errno = saved;
+}
+
+void
+_sq_signals_drain(void)
+{
+	if (__atomic_exchange_n(&_sq_signal_raised, 0, __ATOMIC_SEQ_CST) == 0)
+		return;
+	for (int signo = 1; signo < NSIG; signo++) {
+		if (__atomic_load_n(&_sq_signal_counts[signo],
+				__ATOMIC_RELAXED) == 0)
+			continue;
+		uint64_t n = __atomic_exchange_n(&_sq_signal_counts[signo], 0,
+				__ATOMIC_SEQ_CST);
+		for (struct sq_source_s *s = _sq_signals[signo].sources; s;
+				s = s->next_in_list)
+			_sq_source_merge(s, (uintptr_t)n);
+	}
+}
+
+/* The watcher thread. The loop thread asks for a new set of watched
+ * numbers (`want`, bit signo - 1) and waits until the watcher has applied
+ * it (`done` reaches the request's generation), so when a last source
+ * goes, the number is blocked again before the old disposition returns. */
+static struct {
+	int fd;          /* eventfd: a new request */
+	uint64_t want;   /* written by the loop before bumping `asked` */
+	uint32_t asked;  /* request generation (loop thread) */
+	uint32_t done;   /* applied generation, futex word */
+	bool started;
+} _sq_sigwatch = { .fd = -1 };
+
+static void *
+_sq_sigwatch_main(void *unused)
+{
+	pthread_setname_np(pthread_self(), "sq.signals");
+	for (;;) {
+		/* Acquire: `want` as written before `asked` was bumped. */
+		uint32_t gen = __atomic_load_n(&_sq_sigwatch.asked,
+				__ATOMIC_ACQUIRE);
+		uint64_t want = __atomic_load_n(&_sq_sigwatch.want,
+				__ATOMIC_RELAXED);
+		sigset_t set;
+		sigfillset(&set);
+		for (int signo = 1; signo < NSIG && signo <= 64; signo++)
+			if (want & (1ull << (signo - 1)))
+				sigdelset(&set, signo);
+		pthread_sigmask(SIG_SETMASK, &set, NULL);
+		__atomic_store_n(&_sq_sigwatch.done, gen, __ATOMIC_RELEASE);
+		_sq_futex_wake(&_sq_sigwatch.done, 1);
+		/* Signals land here (poll returns EINTR); requests come
+		 * through the eventfd. */
+		struct pollfd pfd = { .fd = _sq_sigwatch.fd, .events = POLLIN };
+		if (poll(&pfd, 1, -1) == 1) {
+			uint64_t n;
+			ssize_t r = read(_sq_sigwatch.fd, &n, sizeof(n));
+			(void)r;
+		}
+	}
+	return NULL;
+}
+
+/* Watches (on) or stops watching `signo` on the watcher thread, and waits
+ * until it has. Loop thread. */
+static void
+_sq_sigwatch_set(int signo, bool on)
+{
+	if (signo > 64)
+		return;
+	if (!_sq_sigwatch.started) {
+		_sq_sigwatch.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (_sq_sigwatch.fd < 0)
+			_sq_client_crash("sq_source_create", "eventfd: %s",
+					strerror(errno));
+		/* Created from the manager, whose mask blocks every
+		 * asynchronous signal: the watcher starts with none. */
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_t thread;
+		int err = pthread_create(&thread, &attr, _sq_sigwatch_main,
+				NULL);
+		pthread_attr_destroy(&attr);
+		if (err != 0)
+			_sq_client_crash("sq_source_create", "cannot start "
+					"the signal thread: %s", strerror(err));
+		_sq_sigwatch.started = true;
+	}
+	uint64_t bit = 1ull << (signo - 1);
+	uint64_t want = _sq_sigwatch.want;
+	__atomic_store_n(&_sq_sigwatch.want, on ? want | bit : want & ~bit,
+			__ATOMIC_RELAXED);
+	/* Release: the watcher that sees the new generation sees `want`. */
+	uint32_t gen = _sq_sigwatch.asked + 1;
+	__atomic_store_n(&_sq_sigwatch.asked, gen, __ATOMIC_RELEASE);
+	uint64_t one = 1;
+	ssize_t w = write(_sq_sigwatch.fd, &one, sizeof(one));
+	(void)w;
+	for (;;) {
+		uint32_t done = __atomic_load_n(&_sq_sigwatch.done,
+				__ATOMIC_ACQUIRE);
+		if ((int32_t)(done - gen) >= 0)
+			break;
+		_sq_futex_wait(&_sq_sigwatch.done, done, NULL);
+	}
+}
+
+/* Whether `signo`'s disposition is still the runtime's handler. */
+static bool
+_sq_signal_is_ours(int signo)
+{
+	struct sigaction cur;
+	if (sigaction(signo, NULL, &cur) != 0)
+		return false;
+	return !(cur.sa_flags & SA_SIGINFO) &&
+			cur.sa_handler == _sq_signal_handler;
 }
 
 static void
 _sq_signal_register(struct sq_source_s *s)
 {
 	int signo = (int)s->handle;
-	if (_sq_signals[signo].ev == NULL) {
-		_sq_signals[signo].ev = evsignal_new(_sq_loop_base(), signo,
-				_sq_signal_cb, NULL);
-		if (_sq_signals[signo].ev)
-			evsignal_add(_sq_signals[signo].ev, NULL);
+	if (!_sq_signals[signo].installed) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof(sa));
+		sa.sa_handler = _sq_signal_handler;
+		sa.sa_flags = SA_RESTART;
+		sigemptyset(&sa.sa_mask);
+		/* Deliveries before the first source are not counted. */
+		__atomic_store_n(&_sq_signal_counts[signo], 0,
+				__ATOMIC_SEQ_CST);
+		if (sigaction(signo, &sa, &_sq_signals[signo].old) == 0) {
+			_sq_signals[signo].installed = true;
+			/* Handler first, then unblock: a pending signal
+			 * comes in through it. */
+			_sq_sigwatch_set(signo, true);
+		}
 	}
 	s->next_in_list = _sq_signals[signo].sources;
 	_sq_signals[signo].sources = s;
@@ -479,11 +634,38 @@ _sq_signal_unregister(struct sq_source_s *s)
 		link = &(*link)->next_in_list;
 	if (*link)
 		*link = s->next_in_list;
-	/* The last one gone: libevent restores the previous disposition. */
-	if (_sq_signals[signo].sources == NULL && _sq_signals[signo].ev) {
-		event_free(_sq_signals[signo].ev);
-		_sq_signals[signo].ev = NULL;
+	if (_sq_signals[signo].sources == NULL &&
+			_sq_signals[signo].installed) {
+		/* Blocked on the watcher first: from now on the signal
+		 * goes where the program's masks send it, as before. */
+		_sq_sigwatch_set(signo, false);
+		if (_sq_signal_is_ours(signo))
+			sigaction(signo, &_sq_signals[signo].old, NULL);
+		_sq_signals[signo].installed = false;
 	}
+}
+
+/* Child side of fork (fork.c): the program's dispositions come back for
+ * every signal the runtime caught; the parent's sources stay unusable, so
+ * the lists are simply forgotten. */
+void
+_sq_signals_atfork_child(void)
+{
+	for (int signo = 1; signo < NSIG; signo++) {
+		if (_sq_signals[signo].installed && _sq_signal_is_ours(signo))
+			sigaction(signo, &_sq_signals[signo].old, NULL);
+		_sq_signals[signo].installed = false;
+		_sq_signals[signo].sources = NULL;
+		_sq_signal_counts[signo] = 0;
+	}
+	_sq_signal_raised = 0;
+	/* The watcher thread is not in the child; its eventfd is. */
+	if (_sq_sigwatch.fd >= 0)
+		close(_sq_sigwatch.fd);
+	_sq_sigwatch.fd = -1;
+	_sq_sigwatch.want = 0;
+	_sq_sigwatch.asked = _sq_sigwatch.done = 0;
+	_sq_sigwatch.started = false;
 }
 
 /* ---- Loop side: file-system events (inotify) --------------------------- */
@@ -677,6 +859,19 @@ _sq_vnode_unregister(struct sq_source_s *s)
 		_sq_vnode_release_watch(s->parent_wd, NULL);
 	s->wd = -1;
 	s->parent_wd = -1;
+}
+
+void
+_sq_sources_atfork_child(void)
+{
+	free(_sq_fd_sources);
+	_sq_fd_sources = NULL;
+	_sq_fd_sources_cap = 0;
+	if (_sq_inotify_fd >= 0)
+		close(_sq_inotify_fd);
+	_sq_inotify_fd = -1;
+	_sq_inotify_ev = NULL; /* the parent's base's, dropped with it */
+	_sq_vnode_sources = NULL;
 }
 
 /* ---- Loop side: timers ------------------------------------------------- */
@@ -1154,10 +1349,16 @@ sq_source_set_timer(sq_source_t source, sq_time_t start, uint64_t interval,
 	if (s->type->kind != SQ_SOURCE_TIMER)
 		_sq_client_crash("sq_source_set_timer", "%s source is not a "
 				"timer", s->type->name);
-	if (s->mask & SQ_TIMER_STRICT)
-		leeway = 0;
 	if (interval == 0)
 		interval = 1; /* as libdispatch: a zero interval means "asap" */
+	/* The leeway policy (source.h): capped, at most half an interval,
+	 * none for STRICT. */
+	if (leeway > SQ_TIMER_LEEWAY_MAX)
+		leeway = SQ_TIMER_LEEWAY_MAX;
+	if (interval != SQ_TIME_FOREVER && leeway > interval / 2)
+		leeway = interval / 2;
+	if (s->mask & SQ_TIMER_STRICT)
+		leeway = 0;
 	sq_spinlock_lock(&s->timer_lock);
 	s->timer_start = start;
 	s->timer_interval = interval;

@@ -15,6 +15,12 @@
  * running finishes, then the cancel handler runs once, after the last event
  * handler (the place to close the descriptor). A suspended source runs its
  * cancel handler when resumed, as libdispatch does.
+ *
+ * After fork() the child has a fresh runtime: it can create and use new
+ * sources, but a source made before the fork (its registration belongs to
+ * the parent) stops the process with a "SwiftQueues:" message when used;
+ * sq_release on it is allowed and does nothing. Signal dispositions the
+ * runtime installed are the program's own again in the child.
  */
 #ifndef SWIFTQUEUES_SOURCE_H
 #define SWIFTQUEUES_SOURCE_H
@@ -54,9 +60,15 @@ SQ_EXPORT const struct sq_source_type_s _sq_source_type_vnode;
  * the room in its buffer). */
 #define SQ_SOURCE_TYPE_WRITE (&_sq_source_type_write)
 /*! handle: a signal number. get_data: deliveries since the last handler
- * run. While a signal source is active the signal is caught (its default
- * action does not happen); the previous disposition, SIG_IGN or a program
- * handler, comes back when the last source for that signal is cancelled. */
+ * run (each delivery counts: queued real-time signals exactly). While a
+ * signal source is active the signal is caught (its default action does
+ * not happen), whatever the signal masks of the program's threads: a
+ * runtime thread keeps exactly the watched numbers unblocked, so a signal
+ * the program blocks everywhere is still delivered (a signal sent to one
+ * thread, with pthread_kill, stays that thread's). When the last source for
+ * a number is cancelled, the disposition from before the first one (SIG_IGN,
+ * SIG_DFL or a program handler) comes back, unless the program installed
+ * its own in between: that one stays. */
 #define SQ_SOURCE_TYPE_SIGNAL (&_sq_source_type_signal)
 /*! Configure with sq_source_set_timer. get_data: fires since the last run. */
 #define SQ_SOURCE_TYPE_TIMER (&_sq_source_type_timer)
@@ -155,6 +167,11 @@ sq_source_type_vnode(void)
 /*! Timer mask flag: fire on time, ignoring leeway. */
 #define SQ_TIMER_STRICT 0x1ul
 
+/*! The largest leeway a timer is given, in ns (1 s): a larger leeway,
+ * including INT64_MAX and (uint64_t)-1 (libdispatch's "any leeway"), is
+ * treated as this. See sq_source_set_timer for the whole policy. */
+#define SQ_TIMER_LEEWAY_MAX 1000000000ull
+
 /*!
  * Creates a source (inactive) that submits its handlers to `queue` (NULL:
  * the default global queue). Returns NULL with errno set when the outside
@@ -221,10 +238,19 @@ sq_source_merge_data(sq_source_t source, uintptr_t value);
 /*!
  * Arms a timer source: first fire at `start` (SQ_TIME_NOW: at once; an
  * sq_walltime value: on the wall clock), then every `interval` ns
- * (SQ_TIME_FOREVER: once). The source may fire up to `leeway` ns late, so
- * that timers whose windows overlap fire together (SQ_TIMER_STRICT: no
- * leeway). Re-arming a running timer replaces its schedule. Calling it on a
- * source that is not a timer stops the process.
+ * (SQ_TIME_FOREVER: once). Re-arming a running timer replaces its schedule.
+ * Calling it on a source that is not a timer stops the process.
+ *
+ * Leeway policy. The leeway used is the one given, capped at
+ * SQ_TIMER_LEEWAY_MAX (so INT64_MAX or (uint64_t)-1 means 1 s) and, for a
+ * repeating timer, at half its interval (so it still fires once per
+ * interval); SQ_TIMER_STRICT makes it 0. Leeway only ever buys a merged
+ * wake-up: a timer fires at its deadline, unless waiting (no longer than
+ * its leeway) lets the same wake-up also serve another timer's deadline.
+ * Precisely, the loop wakes at the latest deadline that comes no later
+ * than the earliest `deadline + leeway` of all armed timers, and fires
+ * every timer whose deadline has passed. A lone timer, whatever its
+ * leeway, fires at its deadline; a timer never fires before it.
  */
 SQ_EXPORT SQ_NOTHROW
 void
