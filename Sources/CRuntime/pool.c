@@ -37,6 +37,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,9 @@
 /* Monitor ticks without any worker progress, while work waits and a worker
  * is idle, after which the safety net wakes one (see _sq_monitor_main). */
 #define SQ_STALL_TICKS 3
+/* The same while a worker counts as searching (it may be woken but not yet
+ * running): 100 ms. */
+#define SQ_STALL_TICKS_SEARCHING 50
 #define SQ_RETIRE_AFTER_NS (5 * NSEC_PER_SEC)
 #define SQ_MONITOR_INTERVAL_NS (2 * NSEC_PER_MSEC)
 /* After a kick whose saturation has passed, the monitor naps this long
@@ -429,9 +433,24 @@ _sq_pool_spawn(void)
 		return false;
 
 	__atomic_add_fetch(&_sq_pool.spawned, 1, __ATOMIC_RELAXED);
+	/* Workers block every asynchronous signal, whichever thread starts
+	 * them (as libdispatch's do): process-directed signals go to the
+	 * program's threads or to the signal watcher, never into a task.
+	 * The new thread inherits the mask; ours is restored at once. */
+	sigset_t mask, old;
+	sigfillset(&mask);
+	sigdelset(&mask, SIGSEGV);
+	sigdelset(&mask, SIGBUS);
+	sigdelset(&mask, SIGILL);
+	sigdelset(&mask, SIGFPE);
+	sigdelset(&mask, SIGTRAP);
+	sigdelset(&mask, SIGSYS);
+	pthread_sigmask(SIG_SETMASK, &mask, &old);
 	pthread_t thread;
-	if (pthread_create(&thread, &_sq_pool.thread_attr, _sq_worker_main,
-			w) != 0) {
+	int created = pthread_create(&thread, &_sq_pool.thread_attr,
+			_sq_worker_main, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (created != 0) {
 		sq_spinlock_lock(&_sq_pool.spawn_lock);
 		__atomic_store_n(&w->slot_state, SQ_SLOT_FREE, __ATOMIC_RELEASE);
 		__atomic_sub_fetch(&_sq_pool.live, 1, __ATOMIC_SEQ_CST);
@@ -881,10 +900,17 @@ _sq_monitor_main(void *unused)
 			last_total = total;
 			stalled_ticks = 0;
 		} else if (_sq_pool.net_enabled &&
-				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) &&
-				++stalled_ticks >= SQ_STALL_TICKS) {
-			stalled_ticks = 0;
-			_sq_pool_net_fire();
+				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST)) {
+			/* With nobody searching, that is the invariant broken.
+			 * A counted searcher may just not have been scheduled
+			 * yet on a loaded machine: give it much longer. */
+			int limit = __atomic_load_n(&_sq_pool.searching,
+					__ATOMIC_SEQ_CST) == 0 ? SQ_STALL_TICKS
+					: SQ_STALL_TICKS_SEARCHING;
+			if (++stalled_ticks >= limit) {
+				stalled_ticks = 0;
+				_sq_pool_net_fire();
+			}
 		}
 		if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) ||
 				__atomic_load_n(&_sq_pool.searching,
