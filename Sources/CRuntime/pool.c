@@ -50,9 +50,12 @@
  * budget adapts between 0 and the maximum (see _sq_worker_park). */
 #define SQ_SPIN_MAX_NS (64 * NSEC_PER_USEC)
 #define SQ_SPIN_MIN_NS (4 * NSEC_PER_USEC)
-/* Monitor ticks without any worker progress, while work waits and a worker
- * is idle, after which the safety net wakes one (see _sq_monitor_main). */
-#define SQ_STALL_TICKS 3
+/* Monitor ticks without any worker progress, while work waits, a worker is
+ * idle and none searches, after which the safety net wakes one (see
+ * _sq_monitor_main): 50 ms. Not less: a worker between pushing itself on
+ * the idle stack and its last look at the queues counts as idle, and a
+ * loaded machine can leave it descheduled for milliseconds. */
+#define SQ_STALL_TICKS 25
 /* The same while a worker counts as searching (it may be woken but not yet
  * running): 100 ms. */
 #define SQ_STALL_TICKS_SEARCHING 50
@@ -108,6 +111,7 @@ static struct {
 	int32_t searching;
 	int32_t spinning;
 	uint32_t spin_ns;  /* the adaptive spin budget (relaxed: a hint) */
+	uint64_t spin_until; /* a prewake's deadline: spin at least until */
 	int32_t nidle;
 	uint32_t pop_counter;
 	sq_spinlock_t spawn_lock;
@@ -120,6 +124,7 @@ static struct {
 	uint32_t monitor_deep;  /* 1 while it sleeps until kicked */
 	bool monitor_running;
 	bool net_enabled;  /* SQ_MONITOR_NET (default 1) */
+	bool net_debug;    /* SQ_DEBUG_NET: report each firing */
 	/* Statistics (sq_pool_stats), relaxed counters. */
 	uint64_t wakeups;
 	uint64_t spawned;
@@ -210,6 +215,7 @@ _sq_pool_init_once(void *unused)
 			SQ_POOL_MAX_THREADS);
 	_sq_pool.max_threads = max < _sq_pool.width ? _sq_pool.width : max;
 	_sq_pool.net_enabled = _sq_env_int("SQ_MONITOR_NET", 1, 0, 1) != 0;
+	_sq_pool.net_debug = _sq_env_int("SQ_DEBUG_NET", 0, 0, 1) != 0;
 	_sq_pool.spin_ns = SQ_SPIN_MIN_NS;
 	pthread_attr_init(&_sq_pool.thread_attr);
 	pthread_attr_setdetachstate(&_sq_pool.thread_attr,
@@ -678,14 +684,29 @@ _sq_worker_park(struct sq_worker_s *w)
 	 * halves, down to no spin at all, when a spin finds nothing. Work
 	 * arriving every millisecond or so thus costs no spinning, while
 	 * back-to-back hand-offs avoid the futex round trip. */
-	uint32_t budget = __atomic_load_n(&_sq_pool.spin_ns, __ATOMIC_RELAXED);
-	int32_t zero = 0;
-	if (budget > 0 && __atomic_compare_exchange_n(&_sq_pool.spinning,
-			&zero, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
-		_sq_worker_search_again(w);
-		SQ_CHAOS_POINT();
+	for (;;) {
+		uint32_t budget = __atomic_load_n(&_sq_pool.spin_ns,
+				__ATOMIC_RELAXED);
+		uint64_t until = __atomic_load_n(&_sq_pool.spin_until,
+				__ATOMIC_SEQ_CST);
 		uint64_t start = _sq_monotonic_ns();
+		bool timer_due = until > start;
+		int32_t zero = 0;
+		if ((budget == 0 && !timer_due) ||
+				!__atomic_compare_exchange_n(&_sq_pool.spinning,
+				&zero, 1, false, __ATOMIC_SEQ_CST,
+				__ATOMIC_RELAXED)) {
+			/* Not spinning (again): leave the searchers first
+			 * if a previous round made us one. */
+			if (w->searching && _sq_worker_give_up_search(w))
+				return true;
+			break;
+		}
+		if (!w->searching)
+			_sq_worker_search_again(w);
+		SQ_CHAOS_POINT();
 		bool found = false;
+		uint64_t now = start;
 		do {
 			if (_sq_pool_has_work()) {
 				found = true;
@@ -693,17 +714,31 @@ _sq_worker_park(struct sq_worker_s *w)
 			}
 			for (int k = 0; k < 16; k++)
 				_sq_cpu_relax();
-		} while (_sq_monotonic_ns() - start < budget);
+			now = _sq_monotonic_ns();
+			/* A prewake during the spin extends it. */
+			until = __atomic_load_n(&_sq_pool.spin_until,
+					__ATOMIC_RELAXED);
+		} while (now - start < budget || now < until);
 		__atomic_store_n(&_sq_pool.spinning, 0, __ATOMIC_SEQ_CST);
 		if (found) {
-			_sq_spin_budget_grow();
+			/* (Work a timer prewake waited for says nothing
+			 * about the next idle gap.) */
+			if (!timer_due)
+				_sq_spin_budget_grow();
 			return true; /* still a searcher */
 		}
-		__atomic_store_n(&_sq_pool.spin_ns,
-				budget / 2 < SQ_SPIN_MIN_NS ? 0 : budget / 2,
-				__ATOMIC_RELAXED);
+		if (!timer_due)
+			__atomic_store_n(&_sq_pool.spin_ns,
+					budget / 2 < SQ_SPIN_MIN_NS ? 0
+					: budget / 2, __ATOMIC_RELAXED);
+		/* Seq-cst after clearing `spinning`: a prewake that saw us
+		 * spinning stored its deadline before; spin again for it. */
+		if (__atomic_load_n(&_sq_pool.spin_until, __ATOMIC_SEQ_CST) >
+				_sq_monotonic_ns())
+			continue;
 		if (_sq_worker_give_up_search(w))
 			return true;
+		break;
 	}
 
 	SQ_CHAOS_POINT();
@@ -831,6 +866,35 @@ _sq_pool_jobs_total(void)
 	return total;
 }
 
+/* SQ_DEBUG_NET=1: what the pool looked like when the net fired, on
+ * stderr (a debugging aid; the figures are read without locks). */
+static void
+_sq_pool_net_report(void)
+{
+	fprintf(stderr, "SwiftQueues: safety net fired: live %d, idle %d, "
+			"searching %d, spinning %d, root queues %s\n",
+			__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),
+			__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED),
+			__atomic_load_n(&_sq_pool.searching, __ATOMIC_RELAXED),
+			__atomic_load_n(&_sq_pool.spinning, __ATOMIC_RELAXED),
+			_sq_roots_empty() ? "empty" : "not empty");
+	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < slots; i++) {
+		struct sq_worker_s *x = &_sq_pool.workers[i];
+		fprintf(stderr, "  worker %d: %s, parked %u, ring %u, "
+				"jobs %llu\n", i,
+				__atomic_load_n(&x->slot_state,
+					__ATOMIC_RELAXED) ? "live" : "free",
+				__atomic_load_n(&x->parked, __ATOMIC_RELAXED),
+				__atomic_load_n(&x->ring.tail,
+					__ATOMIC_RELAXED) -
+				__atomic_load_n(&x->ring.head,
+					__ATOMIC_RELAXED),
+				(unsigned long long)__atomic_load_n(&x->jobs,
+					__ATOMIC_RELAXED));
+	}
+}
+
 /* The safety net: wakes one idle worker as a searcher, whatever
  * `searching` says. */
 static void
@@ -843,6 +907,8 @@ _sq_pool_net_fire(void)
 		return;
 	}
 	__atomic_add_fetch(&_sq_pool.net_firings, 1, __ATOMIC_RELAXED);
+	if (_sq_pool.net_debug)
+		_sq_pool_net_report();
 	_sq_worker_wake(w);
 }
 
@@ -975,6 +1041,35 @@ _sq_monitor_kick(void)
 			== 0 && __atomic_load_n(&_sq_pool.monitor_deep,
 			__ATOMIC_SEQ_CST))
 		_sq_futex_wake(&_sq_pool.monitor_kick, 1);
+}
+
+/* Called by the event loop shortly before a precise timer fires: one
+ * worker should be spinning for work until `until_ns`. If a worker is
+ * already searching, it spins too once it runs out of work (it reads
+ * `spin_until`); otherwise wake an idle one, which finds nothing yet and
+ * spins until the timer's job arrives. */
+void
+_sq_pool_prewake(uint64_t until_ns)
+{
+	_sq_pool_init();
+	__atomic_store_n(&_sq_pool.spin_until, until_ns, __ATOMIC_SEQ_CST);
+	/* A spinner reads the new deadline and keeps spinning. */
+	if (__atomic_load_n(&_sq_pool.spinning, __ATOMIC_SEQ_CST) != 0 ||
+			__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) == 0)
+		return;
+	/* Wake an idle worker as one more searcher: it finds nothing yet
+	 * and spins (a searcher busy elsewhere may not). */
+	__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+	struct sq_worker_s *w = _sq_idle_pop();
+	if (w) {
+		_sq_worker_wake(w);
+		return;
+	}
+	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+	/* (Nobody idle: every worker is busy, and the timer's job waits for
+	 * one as any job would; the invariant holds as in _sq_pool_notify.) */
+	if (_sq_pool_has_work())
+		_sq_pool_notify();
 }
 
 /* ---- Statistics --------------------------------------------------------- */
