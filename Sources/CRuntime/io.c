@@ -95,6 +95,8 @@ struct sq_io_op_s {
 	void *chunk_buf;
 	ssize_t chunk_n;
 	int chunk_errno;
+	bool chunk_eof;           /* a read chunk also saw end of file */
+	bool chunked;             /* not the first chunk */
 };
 
 struct sq_io_s {
@@ -135,6 +137,7 @@ struct sq_io_s {
 	bool can_read, can_write;
 	bool pumping, pump_again; /* _sq_io_pump is running */
 	off_t base;
+	size_t size_hint;         /* a regular file's size at setup, + 1 */
 	int err;                  /* the channel's error (setup, EBADF) */
 	bool closed;              /* later operations fail (ECANCELED) */
 	bool stopped;             /* SQ_IO_STOP: waiting ones fail too */
@@ -650,6 +653,9 @@ _sq_io_setup(struct sq_io_s *ch)
 	ch->can_read = (fl & O_ACCMODE) != O_WRONLY;
 	ch->can_write = (fl & O_ACCMODE) != O_RDONLY;
 	ch->is_file = S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
+	ch->size_hint = S_ISREG(st.st_mode) && st.st_size >= 0 &&
+			(uint64_t)st.st_size < SQ_IO_FILE_CHUNK ?
+			(size_t)st.st_size + 1 : SQ_IO_FILE_CHUNK;
 	ch->is_sock = S_ISSOCK(st.st_mode);
 	if (ch->type == SQ_IO_RANDOM) {
 		if (!ch->is_file) {
@@ -785,8 +791,12 @@ struct sq_io_delivery_s {
 static void
 _sq_io_call_returned(struct sq_io_s *ch)
 {
-	if (__atomic_sub_fetch(&ch->calls, 1, __ATOMIC_ACQ_REL) == 0)
+	if (__atomic_sub_fetch(&ch->calls, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	if (ch->cleanup != NULL)
 		sq_async_f(ch->cleanup_q, ch, _sq_io_cleanup_run);
+	else
+		_sq_release_internal(ch); /* nothing to call: no hop */
 }
 
 static void
@@ -1394,19 +1404,58 @@ _sq_io_file_chunk(struct sq_io_op_s *op)
 			room = (size_t)left;
 	}
 	if (op->kind == SQ_IO_OP_READ) {
-		size_t want = op->length < room ? op->length : room;
-		char *buf = malloc(want);
+		size_t full = op->length < room ? op->length : room;
+		/* The first chunk is sized to the file (its size at setup,
+		 * plus one byte to see the end): a small file is read whole,
+		 * end of file included, in one job, without a 1 MiB buffer.
+		 * If the file has grown since, the buffer grows to a full
+		 * chunk below. */
+		size_t want = full;
+		if (!op->chunked && want > ch->size_hint)
+			want = ch->size_hint;
+		op->chunked = true;
+		char *buf = malloc(want ? want : 1);
 		if (buf == NULL)
 			_sq_client_crash("sq_io_read", "out of memory");
-		ssize_t n;
-		do {
-			n = positional ? pread(ch->fd, buf, want, at)
-					: read(ch->fd, buf, want);
-		} while (n < 0 && errno == EINTR);
-		op->chunk_n = n;
-		if (n < 0)
-			op->chunk_errno = errno;
-		if (n <= 0) {
+		size_t got = 0;
+		int err = 0;
+		op->chunk_eof = false;
+		while (got < want) {
+			/* at + got <= at + room <= OFF_MAX: no overflow. */
+			ssize_t n = positional ? pread(ch->fd, buf + got,
+					want - got, at + (off_t)got)
+					: read(ch->fd, buf + got, want - got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				err = errno;
+				break;
+			}
+			if (n == 0) {
+				op->chunk_eof = true;
+				break;
+			}
+			got += (size_t)n;
+			if (got == want && want < full) {
+				char *more = realloc(buf, full);
+				if (more == NULL)
+					_sq_client_crash("sq_io_read",
+							"out of memory");
+				buf = more;
+				want = full;
+			}
+		}
+		if (got > 0) {
+			/* The bytes now; an error comes again next time. */
+			op->chunk_n = (ssize_t)got;
+			if (got < want / 2) {
+				char *small = realloc(buf, got);
+				if (small)
+					buf = small;
+			}
+		} else {
+			op->chunk_n = err ? -1 : 0;
+			op->chunk_errno = err;
 			free(buf);
 			buf = NULL;
 		}
@@ -1557,7 +1606,7 @@ _sq_io_file_result(void *ctx)
 				op->offset += n; /* <= OFF_MAX - base */
 			if (op->length != SIZE_MAX)
 				op->length -= (size_t)n;
-			done = op->length == 0;
+			done = op->length == 0 || op->chunk_eof;
 		} else {
 			done = true;
 			err = n < 0 ? op->chunk_errno : 0;

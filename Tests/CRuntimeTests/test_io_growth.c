@@ -172,6 +172,12 @@ writer_main(void *arg)
 	return NULL;
 }
 
+static void
+cleaned_fn(void *ctx, int error)
+{
+	sq_semaphore_signal(ctx);
+}
+
 static uint64_t
 read_cost(size_t bytes, bool *ok)
 {
@@ -180,7 +186,9 @@ read_cost(size_t bytes, bool *ok)
 	sq_queue_t q = sq_queue_create("test.io.growth", NULL);
 	struct gather g = { .sem = sq_semaphore_create(0), .ok = true };
 	uint64_t t0 = process_cpu_ns();
-	sq_io_t ch = sq_io_create_f(SQ_IO_STREAM, sv[0], q, NULL, NULL);
+	sq_semaphore_t cleaned = sq_semaphore_create(0);
+	sq_io_t ch = sq_io_create_f(SQ_IO_STREAM, sv[0], q, cleaned,
+			cleaned_fn);
 	/* Gather everything into one delivery: the channel concatenates
 	 * each 100-byte piece onto what it holds. */
 	sq_io_set_low_water(ch, SIZE_MAX);
@@ -195,7 +203,10 @@ read_cost(size_t bytes, bool *ok)
 	sq_io_close(ch, 0);
 	sq_release(ch);
 	*ok = g.ok && g.error == 0 && g.bytes == bytes;
-	usleep(10000);
+	/* The descriptor is ours again once the cleanup ran. */
+	CHECK(sq_semaphore_wait(cleaned, sq_time(SQ_TIME_NOW,
+			10 * (int64_t)NSEC_PER_SEC)) == 0);
+	sq_release(cleaned);
 	close(sv[0]);
 	sq_release(g.sem);
 	sq_release(q);
