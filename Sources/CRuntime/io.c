@@ -69,6 +69,7 @@
 #define SQ_IO_FILE_CHUNK (1024u * 1024)       /* pread / pwrite size */
 #define SQ_IO_STREAM_BUDGET 16                /* syscalls per handler run */
 #define SQ_IO_IOV 64
+#define SQ_IO_INLINE_MAX (64u * 1024)         /* file chunks run on q */
 
 enum sq_io_op_kind { SQ_IO_OP_READ, SQ_IO_OP_WRITE, SQ_IO_OP_BARRIER };
 
@@ -169,6 +170,7 @@ struct sq_io_fd_s {
 	int orig_flags;
 	bool closing;             /* no sharer left: sources going */
 	bool reading, writing;    /* _sq_io_stream_read / _write running */
+	bool inline_busy;         /* a file chunk is running on q */
 	bool rd_eof;              /* a stream read saw end of file */
 	struct sq_io_s *waiters;  /* done; their cleanup waits for the rest */
 	struct sq_io_op_s *rd_head, *rd_tail; /* stream reads, in order */
@@ -1461,6 +1463,7 @@ _sq_io_file_chunk(struct sq_io_op_s *op)
 		}
 		op->chunk_buf = buf;
 	} else {
+		op->chunked = true;
 		if (room == 0) {
 			op->chunk_n = -1;
 			op->chunk_errno = EOVERFLOW; /* would end past OFF_MAX */
@@ -1559,12 +1562,43 @@ _sq_io_pool_push(struct sq_io_op_s *op)
 
 /* ---- File operations (q) ------------------------------------------------ */
 
+/*
+ * Sends one chunk of `op` to the I/O threads, or runs it here, on q: the
+ * first chunk of a read of a file of at most SQ_IO_INLINE_MAX bytes (its
+ * size at setup), or of a write of at most that many, is one page-cache
+ * copy, cheaper than the two thread hand-offs to an I/O thread and back;
+ * so a small file is read whole, end of file included, with no hop. Not
+ * when already running one here (the next operation in a list goes to the
+ * I/O threads instead of deepening the stack).
+ */
 static void
 _sq_io_file_submit(struct sq_io_op_s *op)
 {
+	struct sq_io_s *ch = op->ch;
 	op->inflight = true;
 	if (op->kind == SQ_IO_OP_WRITE) /* the pool's lock publishes it */
 		op->chunk_max = _sq_io_write_room(op);
+	bool small = op->kind == SQ_IO_OP_READ
+			? ch->size_hint <= SQ_IO_INLINE_MAX + 1
+			: sq_data_get_size(op->pending) <= SQ_IO_INLINE_MAX;
+	struct sq_io_fd_s *e = ch->fde;
+	if (small && !op->chunked && e != NULL && !e->inline_busy) {
+		/* As if pumping: the channel (and so the entry) cannot reach
+		 * its cleanup before we are out; pump after, if we were not
+		 * pumping already. */
+		bool was_pumping = ch->pumping;
+		_sq_retain_internal(ch);
+		ch->pumping = true;
+		e->inline_busy = true;
+		_sq_io_file_chunk(op);
+		_sq_io_file_result(op);
+		e->inline_busy = false;
+		ch->pumping = was_pumping;
+		if (!was_pumping)
+			_sq_io_pump(ch);
+		_sq_release_internal(ch);
+		return;
+	}
 	_sq_io_pool_push(op);
 }
 
