@@ -297,6 +297,9 @@ func runAll() -> [Row] {
                 blackHole(total)
             }
         }))
+
+    // Many small files (FileHashing.swift).
+    rows.append(contentsOf: fileHashingRows())
     return rows
 }
 
