@@ -409,12 +409,14 @@ many_cleanup(void *ctx, int error)
 	sq_semaphore_signal(many_sem);
 }
 
+/* NFILES files of assorted sizes (a third past 64 KiB) named
+ * <tmpdir>/<prefix><n>, file n holding pat(i + n). */
 static void
-test_many_channels(void)
+make_files(char paths[NFILES][128], const char *prefix)
 {
-	char paths[NFILES][128];
 	for (int f = 0; f < NFILES; f++) {
-		snprintf(paths[f], sizeof(paths[f]), "%s/f%d", tmpdir, f);
+		snprintf(paths[f], sizeof(paths[f]), "%s/%s%d", tmpdir, prefix,
+				f);
 		file_size[f] = (size_t)f * 997 + (f % 3 == 0 ? 70000 : 1);
 		uint8_t *b = malloc(file_size[f]);
 		for (size_t i = 0; i < file_size[f]; i++)
@@ -424,6 +426,13 @@ test_many_channels(void)
 		close(fd);
 		free(b);
 	}
+}
+
+static void
+test_many_channels(void)
+{
+	char paths[NFILES][128];
+	make_files(paths, "f");
 	many_sem = sq_semaphore_create(0);
 	sq_queue_t cq = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 	for (int i = 0; i < MANY_CHANNELS; i++) {
@@ -474,16 +483,7 @@ static void
 test_many_reads(void)
 {
 	char paths[NFILES][128];
-	for (int f = 0; f < NFILES; f++) {
-		snprintf(paths[f], sizeof(paths[f]), "%s/g%d", tmpdir, f);
-		uint8_t *b = malloc(file_size[f]);
-		for (size_t i = 0; i < file_size[f]; i++)
-			b[i] = pat(i + (size_t)f);
-		int fd = open(paths[f], O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		CHECK(write(fd, b, file_size[f]) == (ssize_t)file_size[f]);
-		close(fd);
-		free(b);
-	}
+	make_files(paths, "g");
 	many_sem = sq_semaphore_create(0);
 	sq_queue_t cq = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 	int n = MANY_CHANNELS / 5;
