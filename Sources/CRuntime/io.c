@@ -144,6 +144,7 @@ struct sq_io_s {
 	bool stopped;             /* SQ_IO_STOP: waiting ones fail too */
 	bool cleaning;            /* sources being let go */
 	bool cleaned;             /* cleanup handler scheduled */
+	bool calls_closed;        /* its own count dropped: `calls` is done */
 	struct sq_io_op_s *wait_head, *wait_tail;
 	struct sq_io_op_s *active; /* started, not finished */
 	size_t nactive;
@@ -784,6 +785,7 @@ struct sq_io_delivery_s {
 	sq_data_t data;
 	int error;
 	bool done;
+	bool counted;             /* in ch->calls */
 };
 
 /* One of the channel's counted calls is over (a handler call returned, or
@@ -804,6 +806,7 @@ _sq_io_call_returned(struct sq_io_s *ch)
 static void
 _sq_io_cleanup_ready(struct sq_io_s *ch)
 {
+	ch->calls_closed = true;
 	_sq_io_call_returned(ch);
 }
 
@@ -815,8 +818,10 @@ _sq_io_deliver_run(void *ctx)
 	d->handler(d->ctx, d->done, d->data, d->error);
 	if (d->data)
 		sq_release(d->data);
+	bool counted = d->counted;
 	free(d);
-	_sq_io_call_returned(ch);
+	if (counted)
+		_sq_io_call_returned(ch);
 	_sq_release_internal(ch);
 }
 
@@ -833,10 +838,14 @@ _sq_io_deliver(struct sq_io_op_s *op, bool done, sq_data_t data, int error)
 	d->data = data;
 	d->error = error;
 	d->done = done;
-	/* Counted before the channel can be done (deliveries are queued on
-	 * q, as is the end of the channel). Relaxed: the decrements are
-	 * acq_rel, and the count cannot reach zero before this one's. */
-	__atomic_add_fetch(&op->ch->calls, 1, __ATOMIC_RELAXED);
+	/* Counted while the channel's own count is held (deliveries are
+	 * queued on q, as is the drop of that count): the count cannot reach
+	 * zero before this one's. Relaxed: the decrements are acq_rel. An
+	 * operation issued after the cleanup was scheduled (it fails with
+	 * ECANCELED) is not counted: that cleanup is already on its way. */
+	d->counted = !op->ch->calls_closed;
+	if (d->counted)
+		__atomic_add_fetch(&op->ch->calls, 1, __ATOMIC_RELAXED);
 	_sq_retain_internal(op->ch); /* released by _sq_io_deliver_run */
 	sq_async_f(op->dq, d, _sq_io_deliver_run);
 }

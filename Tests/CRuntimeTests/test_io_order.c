@@ -288,6 +288,52 @@ test_two_channels(void)
 	sq_release(t.sem);
 }
 
+/* An operation issued after the cleanup ran fails with ECANCELED and does
+ * not run the cleanup again (nor free the channel under the program). */
+static int late_cleanups;
+static int late_error;
+
+static void
+late_cleanup(void *ctx, int error)
+{
+	__atomic_add_fetch(&late_cleanups, 1, __ATOMIC_SEQ_CST);
+	sq_semaphore_signal(ctx);
+}
+
+static void
+late_read(void *ctx, bool done, sq_data_t data, int error)
+{
+	if (done) {
+		late_error = error;
+		sq_semaphore_signal(ctx);
+	}
+}
+
+static void
+test_after_cleanup(void)
+{
+	int fds[2];
+	CHECK_EQ(pipe(fds), 0);
+	sq_queue_t q = sq_queue_create("test.io.late", NULL);
+	sq_semaphore_t sem = sq_semaphore_create(0);
+	sq_io_t ch = sq_io_create_f(SQ_IO_STREAM, fds[0], q, sem,
+			late_cleanup);
+	sq_io_close(ch, SQ_IO_STOP);
+	CHECK(wait_sem(sem, 10));
+	for (int i = 0; i < 3; i++) {
+		sq_io_read_f(ch, 0, 10, q, sem, late_read);
+		CHECK(wait_sem(sem, 10));
+		CHECK_EQ(late_error, ECANCELED);
+	}
+	usleep(20000);
+	CHECK_EQ(__atomic_load_n(&late_cleanups, __ATOMIC_SEQ_CST), 1);
+	sq_release(ch);
+	close(fds[0]);
+	close(fds[1]);
+	sq_release(sem);
+	sq_release(q);
+}
+
 /* ---- B: a partial read with the writer still open --------------------- */
 
 struct partial {
@@ -511,6 +557,7 @@ main(void)
 	test_order_stream(false);
 	test_order_stream(true);
 	test_two_channels();
+	test_after_cleanup();
 	test_partial(true);
 	test_partial(false);
 	test_many_channels();
