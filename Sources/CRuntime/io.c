@@ -86,6 +86,9 @@ struct sq_io_op_s {
 	size_t undelivered;       /* writes: written since the last report */
 	size_t chunk_max;         /* writes on the I/O threads: bytes per call */
 	sq_queue_t dq;            /* delivery queue (serial), retained */
+	sq_queue_t tq;            /* a concurrent handler queue, retained:
+	                           * dq is made on it at the first call that
+	                           * is not the last (one call needs none) */
 	void *ctx;
 	sq_io_handler_function_t handler;
 	sq_function_t barrier;
@@ -847,7 +850,18 @@ _sq_io_deliver(struct sq_io_op_s *op, bool done, sq_data_t data, int error)
 	if (d->counted)
 		__atomic_add_fetch(&op->ch->calls, 1, __ATOMIC_RELAXED);
 	_sq_retain_internal(op->ch); /* released by _sq_io_deliver_run */
-	sq_async_f(op->dq, d, _sq_io_deliver_run);
+	sq_queue_t target = op->dq;
+	if (target == NULL) {
+		if (done) {
+			target = op->tq; /* the only call: nothing to overlap */
+		} else {
+			op->dq = sq_queue_create_with_target(
+					"com.swiftqueues.io.handler", NULL,
+					op->tq);
+			target = op->dq;
+		}
+	}
+	sq_async_f(target, d, _sq_io_deliver_run);
 }
 
 /* Delivers what a read has gathered, as the water marks allow. */
@@ -956,7 +970,10 @@ _sq_io_op_free(struct sq_io_op_s *op)
 	struct sq_io_s *ch = op->ch;
 	if (op->pending)
 		sq_release(op->pending);
-	sq_release(op->dq);
+	if (op->dq)
+		sq_release(op->dq);
+	if (op->tq)
+		sq_release(op->tq);
 	free(op);
 	_sq_release_internal(ch);
 }
@@ -1836,15 +1853,13 @@ _sq_io_op_new(struct sq_io_s *ch, enum sq_io_op_kind kind, sq_queue_t queue,
 	_sq_retain_internal(ch); /* released by _sq_io_op_free */
 	if (kind != SQ_IO_OP_BARRIER) {
 		/* Calls of one operation must not overlap: a serial queue,
-		 * the program's own when it is one. */
-		if (_sq_queue_is_serial(queue)) {
-			sq_retain(queue);
+		 * the program's own when it is one, else one made on it
+		 * when a second call is due (see _sq_io_deliver). */
+		sq_retain(queue);
+		if (_sq_queue_is_serial(queue))
 			op->dq = queue;
-		} else {
-			op->dq = sq_queue_create_with_target(
-					"com.swiftqueues.io.handler", NULL,
-					queue);
-		}
+		else
+			op->tq = queue;
 	}
 	return op;
 }
