@@ -1,10 +1,11 @@
 /*
  * SwiftQueues — I/O channels.
  *
- * Every channel has its own serial queue, `q`: all of its state below the
- * "q only" line is touched only by work running there (operations posted by
- * the program, source handlers, the interval timer, results coming back from
- * the I/O threads), so it needs no lock.
+ * Every channel works on a serial queue, `q` (its own, or its descriptor
+ * entry's, below): all of its state below the "q only" line is touched
+ * only by work running there (operations posted by the program, source
+ * handlers, the interval timer, results coming back from the I/O
+ * threads), so it needs no lock.
  *
  * Descriptors. Every channel made on a descriptor (sq_io_create, and
  * sq_read / sq_write, which make one) and every channel made from such a
@@ -30,12 +31,14 @@
  * Regular files (random-access channels, and stream channels that turn out
  * to be files) go to the I/O threads: a small fixed set (SQ_IO_THREADS,
  * default 4), started on first use, doing one pread / pwrite chunk per job
- * and posting the result back to the channel's queue.
+ * and posting the result back to the channel's queue. The first chunk of a
+ * small file (SQ_IO_INLINE_MAX) runs on q instead (_sq_io_file_submit).
  *
  * Operations are started in the order they were issued; a barrier waits for
  * every operation before it and holds back those after it. Each operation
- * delivers on a serial queue (the program's, or one made to target it), so
- * the calls of one operation never overlap and arrive in order. Writes
+ * delivers on a serial queue (the program's, or one made to target it
+ * once a second call is due), so the calls of one operation never overlap
+ * and arrive in order. Writes
  * report progress as libdispatch does: after a system call, if at least
  * low water bytes went out since the last report (a call moves at most
  * high water bytes minus what is unreported, so no step exceeds high
