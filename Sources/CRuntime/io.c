@@ -132,6 +132,7 @@ struct sq_io_s {
 	/* Queued handler calls, plus one until the channel is done with its
 	 * descriptor; atomic (see the top). */
 	size_t calls;
+	bool close_posted;        /* a close is on its way to q; atomic */
 	/* ---- q only ---- */
 	int fd;
 	struct sq_io_fd_s *fde;   /* from setup until done with it */
@@ -272,6 +273,10 @@ static void
 _sq_io_last_external_release(struct sq_object_s *o)
 {
 	struct sq_io_s *ch = (struct sq_io_s *)o;
+	/* Already closed by the program: the close is on its way (posted
+	 * before this release, so in order on q); no second one. */
+	if (__atomic_exchange_n(&ch->close_posted, true, __ATOMIC_RELAXED))
+		return;
 	_sq_retain_internal(ch); /* released by _sq_io_close_on_q */
 	sq_async_f(ch->q, ch, _sq_io_close_on_q);
 }
@@ -652,7 +657,8 @@ _sq_io_setup(struct sq_io_s *ch)
 	}
 	int fd = ch->fde ? ch->fde->fd : -1;
 	struct stat st;
-	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	/* A file we opened has the flags we opened it with. */
+	int fl = fd < 0 ? -1 : ch->fde->own ? ch->oflag : fcntl(fd, F_GETFL);
 	if (fl < 0 || fstat(fd, &st) != 0) {
 		ch->err = EBADF;
 		return false;
@@ -2042,6 +2048,10 @@ void
 sq_io_close(sq_io_t ch, sq_io_close_flags_t flags)
 {
 	_sq_object_validate("sq_io_close", ch);
+	/* Relaxed: only whether a close was posted (see the last release). */
+	if (__atomic_exchange_n(&ch->close_posted, true, __ATOMIC_RELAXED) &&
+			!(flags & SQ_IO_STOP))
+		return; /* closing already: nothing more to do */
 	_sq_retain_internal(ch);
 	sq_async_f(ch->q, ch, (flags & SQ_IO_STOP) ? _sq_io_stop_on_q
 			: _sq_io_close_on_q);
