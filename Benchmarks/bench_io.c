@@ -1,7 +1,9 @@
 /*
  * SwiftQueues benchmarks — dispatch I/O: a pipe through a stream channel, a
- * file through a random-access channel, and a loopback TCP echo through
- * stream channels, each against the toolchain's libdispatch dispatch_io
+ * file through a random-access channel, a loopback TCP echo through
+ * stream channels, data grown piece by piece (concat, and a stream read
+ * of small records) and many small files through path channels, each
+ * against the toolchain's libdispatch dispatch_io
  * (its exported _f forms, declared below: gcc has no blocks).
  *
  * Every run checks its byte count, so a side that drops data fails.
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <swiftqueues.h>
@@ -432,7 +435,339 @@ echo_teardown(void)
 	dispatch_release(et.sq);
 }
 
-/* ns/op: per MiB for the pipe and the file, per request for the echo. */
+/* ---- growing data piece by piece (issue 12, item 5) ---------------------- */
+
+/* ops one-byte pieces appended one at a time: O(ops) for us (amortised
+ * appends), O(ops^2) for libdispatch (each concat copies the piece list). */
+static const char one_byte[1] = { 'x' };
+
+static void
+concat_ours(size_t ops)
+{
+	sq_data_t all = sq_data_empty;
+	for (size_t i = 0; i < ops; i++) {
+		sq_data_t one = sq_data_create(one_byte, 1, NULL,
+				SQ_DATA_DESTRUCTOR_DEFAULT);
+		sq_data_t next = sq_data_create_concat(all, one);
+		sq_release(one);
+		sq_release(all);
+		all = next;
+	}
+	if (sq_data_get_size(all) != ops)
+		bench_fail("concat: %zu bytes", sq_data_get_size(all));
+	sq_release(all);
+}
+
+static void
+concat_theirs(size_t ops)
+{
+	dispatch_data_t all = dispatch_data_empty;
+	for (size_t i = 0; i < ops; i++) {
+		dispatch_data_t one = dispatch_data_create_f(one_byte, 1, NULL,
+				NULL);
+		dispatch_data_t next = dispatch_data_create_concat(all, one);
+		dispatch_release(one);
+		dispatch_release(all);
+		all = next;
+	}
+	if (dispatch_data_get_size(all) != ops)
+		bench_fail("concat: %zu bytes", dispatch_data_get_size(all));
+	dispatch_release(all);
+}
+
+/* A stream channel gathering what a writer sends 100 bytes at a time over
+ * a socket (ops writes) into one delivery (low water SIZE_MAX): mostly one
+ * piece per write, as the reader keeps up. (Not SOCK_SEQPACKET, which
+ * would make every piece exactly one write: libdispatch reads records
+ * with buffers that can be smaller and loses their tails.) */
+#define PIECE 100
+
+static void *
+piece_writer(void *arg)
+{
+	struct pipe_run *r = arg;
+	uint8_t buf[PIECE];
+	memset(buf, 'p', sizeof(buf));
+	for (size_t at = 0; at < r->bytes; at += PIECE)
+		if (write(r->wfd, buf, PIECE) != PIECE)
+			bench_fail("pieces: write");
+	close(r->wfd);
+	return NULL;
+}
+
+static void
+pieces_ours(size_t ops)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		bench_fail("socketpair");
+	sq_queue_t q = sq_queue_create("bench.io.pieces", NULL);
+	struct pipe_run r = { sv[1], ops * PIECE, 0, sq_semaphore_create(0),
+			NULL };
+	sq_io_t ch = sq_io_create_f(SQ_IO_STREAM, sv[0], NULL,
+			(void *)(intptr_t)sv[0], close_fd_cleanup);
+	sq_io_set_low_water(ch, SIZE_MAX);
+	sq_io_read_f(ch, 0, SIZE_MAX, q, &r, pipe_read_ours);
+	pthread_t t;
+	pthread_create(&t, NULL, piece_writer, &r);
+	sq_semaphore_wait(r.sq_done, SQ_TIME_FOREVER);
+	pthread_join(t, NULL);
+	if (r.got != r.bytes)
+		bench_fail("pieces: got %zu of %zu bytes", r.got, r.bytes);
+	sq_release(ch);
+	sq_release(r.sq_done);
+	sq_release(q);
+}
+
+static void
+pieces_theirs(size_t ops)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		bench_fail("socketpair");
+	dispatch_queue_t q = dispatch_queue_create("bench.io.pieces", NULL);
+	struct pipe_run r = { sv[1], ops * PIECE, 0, NULL,
+			dispatch_semaphore_create(0) };
+	dispatch_io_t ch = dispatch_io_create_f(DISPATCH_IO_STREAM, sv[0],
+			dispatch_get_global_queue(0, 0),
+			(void *)(intptr_t)sv[0], close_fd_cleanup);
+	dispatch_io_set_low_water(ch, SIZE_MAX);
+	dispatch_io_read_f(ch, 0, SIZE_MAX, q, &r, pipe_read_theirs);
+	pthread_t t;
+	pthread_create(&t, NULL, piece_writer, &r);
+	dispatch_semaphore_wait(r.d_done, DISPATCH_TIME_FOREVER);
+	pthread_join(t, NULL);
+	if (r.got != r.bytes)
+		bench_fail("pieces: got %zu of %zu bytes", r.got, r.bytes);
+	dispatch_io_close(ch, 0);
+	dispatch_release(ch);
+	dispatch_release(r.d_done);
+	dispatch_release(q);
+}
+
+/* ---- many small files (issue 12, item 6) ---------------------------------- */
+
+/* A generated tree of small files (1 to 32 KiB, 14 KiB on average, much
+ * like /usr/include); a run reads ops of them, whole, all in flight. */
+#define SMALL_FILES 4000
+#define SMALL_DIRS 40
+
+static char small_root[200];
+static char small_path[SMALL_FILES][240];
+static size_t small_size[SMALL_FILES];
+
+static void
+small_setup(void)
+{
+	const char *dir = getenv("TMPDIR");
+	snprintf(small_root, sizeof(small_root), "%s/sq-bench-small-%d",
+			dir ? dir : "/tmp", (int)getpid());
+	if (mkdir(small_root, 0700) != 0)
+		bench_fail("mkdir %s", small_root);
+	static char buf[32 * 1024];
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (char)(i * 13);
+	for (int d = 0; d < SMALL_DIRS; d++) {
+		char p[240];
+		snprintf(p, sizeof(p), "%s/d%02d", small_root, d);
+		if (mkdir(p, 0700) != 0)
+			bench_fail("mkdir %s", p);
+	}
+	for (int i = 0; i < SMALL_FILES; i++) {
+		snprintf(small_path[i], sizeof(small_path[i]), "%s/d%02d/f%04d.h",
+				small_root, i % SMALL_DIRS, i);
+		small_size[i] = 1024 + ((size_t)i * 7919) % (31 * 1024);
+		int fd = open(small_path[i], O_WRONLY | O_CREAT | O_TRUNC,
+				0600);
+		if (fd < 0 || write(fd, buf, small_size[i]) !=
+				(ssize_t)small_size[i])
+			bench_fail("write %s", small_path[i]);
+		close(fd);
+	}
+}
+
+static void
+small_teardown(void)
+{
+	for (int i = 0; i < SMALL_FILES; i++)
+		unlink(small_path[i]);
+	for (int d = 0; d < SMALL_DIRS; d++) {
+		char p[240];
+		snprintf(p, sizeof(p), "%s/d%02d", small_root, d);
+		rmdir(p);
+	}
+	rmdir(small_root);
+}
+
+static struct {
+	size_t left;              /* files not done; atomic */
+	size_t bytes;             /* atomic */
+	sq_semaphore_t sq_done;
+	dispatch_semaphore_t d_done;
+} small;
+
+static void
+small_file_done(size_t bytes)
+{
+	__atomic_add_fetch(&small.bytes, bytes, __ATOMIC_RELAXED);
+	if (__atomic_sub_fetch(&small.left, 1, __ATOMIC_ACQ_REL) == 0) {
+		if (small.sq_done)
+			sq_semaphore_signal(small.sq_done);
+		else
+			dispatch_semaphore_signal(small.d_done);
+	}
+}
+
+static size_t
+small_expected(size_t ops)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < ops; i++)
+		n += small_size[i % SMALL_FILES];
+	return n;
+}
+
+static void
+small_check(size_t ops)
+{
+	if (small.bytes != small_expected(ops))
+		bench_fail("small files: %zu bytes of %zu", small.bytes,
+				small_expected(ops));
+}
+
+struct small_file {
+	size_t got;
+	void *ch;
+};
+
+/* One handler call of a small-file read, either side: the last one lets
+ * the channel go (with `release`) and counts the file. */
+static void
+small_step(struct small_file *f, size_t size, bool done, int error,
+		void (*release)(void *ch))
+{
+	f->got += size;
+	if (!done)
+		return;
+	if (error)
+		bench_fail("small files: error %d", error);
+	release(f->ch);
+	size_t got = f->got;
+	free(f);
+	small_file_done(got);
+}
+
+static void
+small_release_ours(void *ch)
+{
+	sq_release(ch);
+}
+
+static void
+small_read_ours(void *ctx, bool done, sq_data_t data, int error)
+{
+	small_step(ctx, data ? sq_data_get_size(data) : 0, done, error,
+			small_release_ours);
+}
+
+static void
+small_ours(size_t ops)
+{
+	small.left = ops;
+	small.bytes = 0;
+	small.sq_done = sq_semaphore_create(0);
+	small.d_done = NULL;
+	sq_queue_t g = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	for (size_t i = 0; i < ops; i++) {
+		struct small_file *f = calloc(1, sizeof(*f));
+		sq_io_t ch = sq_io_create_with_path_f(SQ_IO_STREAM,
+				small_path[i % SMALL_FILES], O_RDONLY, 0, g,
+				NULL, NULL);
+		f->ch = ch;
+		sq_io_read_f(ch, 0, SIZE_MAX, g, f, small_read_ours);
+	}
+	sq_semaphore_wait(small.sq_done, SQ_TIME_FOREVER);
+	small_check(ops);
+	sq_release(small.sq_done);
+	small.sq_done = NULL;
+}
+
+/* The baseline: one task per file on a worker, blocking open / read /
+ * close into a buffer the size of the file. */
+static void
+small_task(void *ctx)
+{
+	const char *path = ctx;
+	char buf[32 * 1024];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		bench_fail("open %s", path);
+	size_t got = 0;
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		got += (size_t)n;
+	close(fd);
+	small_file_done(got);
+}
+
+static void
+small_tasks(size_t ops)
+{
+	small.left = ops;
+	small.bytes = 0;
+	small.sq_done = sq_semaphore_create(0);
+	small.d_done = NULL;
+	sq_queue_t g = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	for (size_t i = 0; i < ops; i++)
+		sq_async_f(g, small_path[i % SMALL_FILES], small_task);
+	sq_semaphore_wait(small.sq_done, SQ_TIME_FOREVER);
+	small_check(ops);
+	sq_release(small.sq_done);
+	small.sq_done = NULL;
+}
+
+dispatch_io_t dispatch_io_create_with_path_f(dispatch_io_type_t type,
+		const char *path, int oflag, mode_t mode,
+		dispatch_queue_t queue, void *ctx,
+		void (*cleanup)(void *ctx, int error));
+
+static void
+small_release_theirs(void *ch)
+{
+	dispatch_release(ch);
+}
+
+static void
+small_read_theirs(void *ctx, bool done, dispatch_data_t data, int error)
+{
+	small_step(ctx, data ? dispatch_data_get_size(data) : 0, done, error,
+			small_release_theirs);
+}
+
+static void
+small_theirs(size_t ops)
+{
+	small.left = ops;
+	small.bytes = 0;
+	small.sq_done = NULL;
+	small.d_done = dispatch_semaphore_create(0);
+	dispatch_queue_t g = dispatch_get_global_queue(0, 0);
+	for (size_t i = 0; i < ops; i++) {
+		struct small_file *f = calloc(1, sizeof(*f));
+		dispatch_io_t ch = dispatch_io_create_with_path_f(
+				DISPATCH_IO_STREAM, small_path[i % SMALL_FILES],
+				O_RDONLY, 0, g, NULL, NULL);
+		f->ch = ch;
+		dispatch_io_read_f(ch, 0, SIZE_MAX, g, f, small_read_theirs);
+	}
+	dispatch_semaphore_wait(small.d_done, DISPATCH_TIME_FOREVER);
+	small_check(ops);
+	dispatch_release(small.d_done);
+	small.d_done = NULL;
+}
+
+/* ns/op: per MiB for the pipe and the file, per request for the echo, per
+ * piece for the growth rows, per file for the small files. */
 const bench_scenario_t bench_io[] = {
 	{ "io pipe stream (ns/MiB)", 64,
 	  pipe_ours, pipe_theirs,
@@ -443,5 +778,18 @@ const bench_scenario_t bench_io[] = {
 	{ "io tcp echo 64 B (ns/request)", 5000,
 	  echo_ours, echo_theirs,
 	  "libdispatch", 1.0, echo_setup, echo_teardown },
+	/* 20k pieces: libdispatch takes minutes at 80k (BENCH_SCALE=4). */
+	{ "data concat 20k one-byte appends (ns/piece)", 20000,
+	  concat_ours, concat_theirs,
+	  "libdispatch", 0.1, NULL, NULL },
+	{ "io stream gather 20k 100 B writes (ns/piece)", 20000,
+	  pieces_ours, pieces_theirs,
+	  "libdispatch", 1.0, NULL, NULL },
+	{ "io small files, path channel (ns/file)", SMALL_FILES,
+	  small_ours, small_tasks,
+	  "open/read/close task", 0, small_setup, small_teardown },
+	{ "io small files, path channel vs libdispatch (ns/file)", SMALL_FILES,
+	  small_ours, small_theirs,
+	  "libdispatch", 1.0, small_setup, small_teardown },
 	{ NULL, 0, NULL, NULL, NULL, 0, NULL, NULL }
 };

@@ -6,10 +6,20 @@
  *   - a composite is a flat list of ranges {leaf, from, length}.
  * Concat and subrange build composites from the ranges of their inputs, so
  * a composite never points at another composite: apply is a plain loop and
- * nothing is ever copied. A composite holds a reference on each leaf it
- * names (an ordinary one: a leaf the program released may be handed out
- * again by apply or copy_region); the leaf's destructor runs when its last
- * reference, the program's or a composite's, goes: exactly once.
+ * nothing is ever copied. The leaf's destructor runs when its last
+ * reference, the program's or a range list's, goes: exactly once.
+ *
+ * Range lists. A composite of more than one range names a prefix of a
+ * shared, append-only range list (struct sq_data_rbuf_s) that holds one
+ * reference on the leaf of each of its slots. Concatenating onto a
+ * composite whose prefix ends where the list's used part ends claims the
+ * next slots with one compare-and-swap and writes only the new ranges, so
+ * growing an object piece by piece (d = concat(d, piece)) costs O(1)
+ * amortised per piece instead of copying every range each time; a full
+ * list is copied once into one twice as large. A composite disposed while
+ * its slots are still the last ones gives them back (the same CAS, the
+ * other way), so an appended piece nobody names any more is released at
+ * once; slots below a live composite's prefix are released with the list.
  */
 #include "internal.h"
 
@@ -22,6 +32,18 @@ struct sq_data_range_s {
 	size_t from;
 	size_t length;
 };
+
+/* A shared, append-only range list. Slots below `used` never change while
+ * a composite names them; `used` moves by CAS only (see sq_data_s). */
+struct sq_data_rbuf_s {
+	size_t refs;              /* composites naming it; atomic */
+	size_t used;              /* slots claimed; atomic */
+	size_t cap;
+	struct sq_data_range_s r[];
+};
+
+/* Rollback on dispose gives back at most this many appended slots. */
+#define SQ_DATA_ROLLBACK_MAX 16
 
 enum {
 	SQ_DATA_D_NONE = 0,   /* composites, sq_data_empty */
@@ -39,9 +61,14 @@ struct sq_data_s {
 	sq_function_t destructor; /* SQ_DATA_D_CUSTOM */
 	void *dctx;               /* the destructor's argument */
 	sq_queue_t dqueue;        /* SQ_DATA_D_CUSTOM: retained */
-	/* Composites: nranges > 0. */
+	/* Composites: nranges > 0. One range lives in `one` (its leaf
+	 * retained by the composite); more are the prefix [0, nranges) of
+	 * `rb`, of which [n0, nranges) were appended by this composite. */
 	size_t nranges;
-	struct sq_data_range_s ranges[];
+	const struct sq_data_range_s *ranges;
+	struct sq_data_rbuf_s *rb;
+	size_t n0;
+	struct sq_data_range_s one;
 };
 
 void
@@ -57,11 +84,50 @@ _sq_data_destructor_munmap(void *buffer)
 }
 
 static void
+_sq_data_rbuf_release(struct sq_data_rbuf_s *rb)
+{
+	/* acq_rel: every sharer's reads of the slots happen before the last
+	 * one frees them. */
+	if (__atomic_sub_fetch(&rb->refs, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	size_t used = __atomic_load_n(&rb->used, __ATOMIC_RELAXED);
+	for (size_t i = 0; i < used; i++)
+		sq_release(rb->r[i].leaf);
+	free(rb);
+}
+
+/* A composite of several ranges goes: if its appended slots are still
+ * the list's last ones, hand them back (and their leaves) at once. */
+static void
+_sq_data_rbuf_drop(struct sq_data_s *d)
+{
+	struct sq_data_rbuf_s *rb = d->rb;
+	size_t k = d->nranges - d->n0;
+	if (k > 0 && k <= SQ_DATA_ROLLBACK_MAX) {
+		/* Read the leaves first: once `used` goes down, an append may
+		 * overwrite the slots. acq_rel pairs with the append's CAS, so
+		 * these reads happen before its writes. */
+		struct sq_data_s *leaves[SQ_DATA_ROLLBACK_MAX];
+		for (size_t i = 0; i < k; i++)
+			leaves[i] = rb->r[d->n0 + i].leaf;
+		size_t expect = d->nranges;
+		if (__atomic_compare_exchange_n(&rb->used, &expect, d->n0,
+				false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			for (size_t i = 0; i < k; i++)
+				sq_release(leaves[i]);
+		}
+	}
+	_sq_data_rbuf_release(rb);
+}
+
+static void
 _sq_data_dispose(struct sq_object_s *o)
 {
 	struct sq_data_s *d = (struct sq_data_s *)o;
-	for (size_t i = 0; i < d->nranges; i++)
-		sq_release(d->ranges[i].leaf);
+	if (d->rb != NULL)
+		_sq_data_rbuf_drop(d);
+	else if (d->nranges == 1)
+		sq_release(d->one.leaf);
 	switch (d->dkind) {
 	case SQ_DATA_D_FREE:
 		free((void *)d->buf);
@@ -91,17 +157,58 @@ struct sq_data_s _sq_data_empty = {
 };
 
 static struct sq_data_s *
-_sq_data_alloc(size_t nranges)
+_sq_data_alloc(void)
 {
-	return _sq_object_alloc(&_sq_data_vtable, sizeof(struct sq_data_s) +
-			nranges * sizeof(struct sq_data_range_s));
+	return _sq_object_alloc(&_sq_data_vtable, sizeof(struct sq_data_s));
+}
+
+/* A new range list with room for `cap` slots, none used. */
+static struct sq_data_rbuf_s *
+_sq_data_rbuf_new(size_t cap)
+{
+	if (cap > (SIZE_MAX - sizeof(struct sq_data_rbuf_s)) /
+			sizeof(struct sq_data_range_s))
+		_sq_client_crash("sq_data", "too many regions");
+	struct sq_data_rbuf_s *rb = malloc(sizeof(*rb) +
+			cap * sizeof(struct sq_data_range_s));
+	if (rb == NULL)
+		_sq_client_crash("sq_data", "out of memory");
+	rb->refs = 1;
+	rb->used = 0;
+	rb->cap = cap;
+	return rb;
+}
+
+/* A composite naming the prefix [0, n) of `rb` (taking over a reference
+ * on it), of which it appended [n0, n). */
+static struct sq_data_s *
+_sq_data_composite(struct sq_data_rbuf_s *rb, size_t n0, size_t n,
+		size_t size)
+{
+	struct sq_data_s *d = _sq_data_alloc();
+	d->size = size;
+	d->nranges = n;
+	d->ranges = rb->r;
+	d->rb = rb;
+	d->n0 = n0;
+	return d;
+}
+
+/* Copies `n` ranges into slots from `at` on, retaining their leaves. */
+static void
+_sq_data_put(struct sq_data_rbuf_s *rb, size_t at,
+		const struct sq_data_range_s *r, size_t n)
+{
+	memcpy(rb->r + at, r, n * sizeof(*r));
+	for (size_t i = 0; i < n; i++)
+		sq_retain(r[i].leaf);
 }
 
 static struct sq_data_s *
 _sq_data_leaf(const void *buf, size_t size, uint8_t dkind, sq_queue_t queue,
 		void *dctx, sq_function_t destructor)
 {
-	struct sq_data_s *d = _sq_data_alloc(0);
+	struct sq_data_s *d = _sq_data_alloc();
 	d->size = size;
 	d->buf = buf;
 	d->dkind = dkind;
@@ -199,10 +306,11 @@ _sq_data_for_range(const struct sq_data_range_s *r)
 		sq_retain(r->leaf);
 		return r->leaf;
 	}
-	struct sq_data_s *d = _sq_data_alloc(1);
+	struct sq_data_s *d = _sq_data_alloc();
 	d->size = r->length;
 	d->nranges = 1;
-	d->ranges[0] = *r;
+	d->one = *r;
+	d->ranges = &d->one;
 	sq_retain(r->leaf);
 	return d;
 }
@@ -226,14 +334,27 @@ sq_data_create_concat(sq_data_t a, sq_data_t b)
 	size_t na, nb;
 	const struct sq_data_range_s *ra = _sq_data_ranges(a, &ta, &na);
 	const struct sq_data_range_s *rb = _sq_data_ranges(b, &tb, &nb);
-	struct sq_data_s *d = _sq_data_alloc(na + nb);
-	d->size = a->size + b->size;
-	d->nranges = na + nb;
-	memcpy(d->ranges, ra, na * sizeof(*ra));
-	memcpy(d->ranges + na, rb, nb * sizeof(*rb));
-	for (size_t i = 0; i < d->nranges; i++)
-		sq_retain(d->ranges[i].leaf);
-	return d;
+	size_t size = a->size + b->size;
+	struct sq_data_rbuf_s *list = a->rb;
+	if (list != NULL && list->cap - na >= nb) {
+		/* `a` ends where the list's used part may end: claim the next
+		 * slots. acq_rel pairs with a rollback's CAS (see dispose). */
+		size_t expect = na;
+		if (__atomic_compare_exchange_n(&list->used, &expect, na + nb,
+				false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			_sq_data_put(list, na, rb, nb);
+			__atomic_add_fetch(&list->refs, 1, __ATOMIC_RELAXED);
+			return _sq_data_composite(list, na, na + nb, size);
+		}
+	}
+	/* A new list, with room to grow: amortised O(1) appends. */
+	if (na + nb > SIZE_MAX / 2)
+		_sq_client_crash("sq_data_create_concat", "too many regions");
+	list = _sq_data_rbuf_new(2 * (na + nb) < 4 ? 4 : 2 * (na + nb));
+	_sq_data_put(list, 0, ra, na);
+	_sq_data_put(list, na, rb, nb);
+	list->used = na + nb;
+	return _sq_data_composite(list, 0, na + nb, size);
 }
 
 /* The index of the range holding byte `location` (< size) and that range's
@@ -283,9 +404,7 @@ sq_data_create_subrange(sq_data_t data, size_t offset, size_t length)
 			r[first].leaf, r[first].from + skip, length };
 		return _sq_data_for_range(&one);
 	}
-	struct sq_data_s *d = _sq_data_alloc(count);
-	d->size = length;
-	d->nranges = count;
+	struct sq_data_rbuf_s *list = _sq_data_rbuf_new(count);
 	left = length;
 	for (size_t i = 0; i < count; i++) {
 		struct sq_data_range_s x = r[first + i];
@@ -296,10 +415,11 @@ sq_data_create_subrange(sq_data_t data, size_t offset, size_t length)
 		if (x.length > left)
 			x.length = left;
 		left -= x.length;
-		d->ranges[i] = x;
+		list->r[i] = x;
 		sq_retain(x.leaf);
 	}
-	return d;
+	list->used = count;
+	return _sq_data_composite(list, 0, count, length);
 }
 
 sq_data_t

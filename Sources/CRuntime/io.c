@@ -1,13 +1,27 @@
 /*
  * SwiftQueues — I/O channels.
  *
- * Every channel has its own serial queue, `q`: all of its state below the
- * "q only" line is touched only by work running there (operations posted by
- * the program, source handlers, the interval timer, results coming back from
- * the I/O threads), so it needs no lock.
+ * Every channel works on a serial queue, `q` (its own, or its descriptor
+ * entry's, below): all of its state below the "q only" line is touched
+ * only by work running there (operations posted by the program, source
+ * handlers, the interval timer, results coming back from the I/O
+ * threads), so it needs no lock.
  *
- * Streams (pipes, sockets, ttys) use one READ and one WRITE source, created
- * on first need and suspended while their direction has nothing to do.
+ * Descriptors. Every channel made on a descriptor (sq_io_create, and
+ * sq_read / sq_write, which make one) and every channel made from such a
+ * channel (sq_io_create_with_io) shares one entry per descriptor (struct
+ * sq_io_fd_s, found in a process-wide table), and with it one serial
+ * queue: the entry's `q` is each sharer's `q`. The entry holds what must
+ * be per descriptor: the stream read and write lists (one serial path per
+ * direction), the list of stream operations on a regular file (one at a
+ * time: they share the file position), the READ and WRITE sources and the
+ * flags to restore. So operations on a descriptor run in the order they
+ * were issued, whichever channel issued them, and the flags are restored
+ * once, by the last user.
+ *
+ * Streams (pipes, sockets, ttys) use one READ and one WRITE source per
+ * entry, created on first need and suspended while their direction has
+ * nothing to do.
  * A read source reports end of file by delivering once and not re-arming,
  * so once it exists only its handler reads: a direct read could drain the
  * descriptor between an event and its handler, which would then look like
@@ -17,21 +31,26 @@
  * Regular files (random-access channels, and stream channels that turn out
  * to be files) go to the I/O threads: a small fixed set (SQ_IO_THREADS,
  * default 4), started on first use, doing one pread / pwrite chunk per job
- * and posting the result back to the channel's queue.
+ * and posting the result back to the channel's queue. The first chunk of a
+ * small file (SQ_IO_INLINE_MAX) runs on q instead (_sq_io_file_submit).
  *
  * Operations are started in the order they were issued; a barrier waits for
  * every operation before it and holds back those after it. Each operation
- * delivers on a serial queue (the program's, or one made to target it), so
- * the calls of one operation never overlap and arrive in order. Writes
+ * delivers on a serial queue (the program's, or one made to target it
+ * once a second call is due), so the calls of one operation never overlap
+ * and arrive in order. Writes
  * report progress as libdispatch does: after a system call, if at least
  * low water bytes went out since the last report (a call moves at most
  * high water bytes minus what is unreported, so no step exceeds high
  * water), or at an interval tick.
  *
- * Descriptors live in an entry (struct sq_io_fd_s) that channels made with
- * sq_io_create_with_io share: each holds a count from its setup until its
- * sources have let go, and the last one restores the flags, closes a file
- * it opened and schedules every sharer's cleanup handler. Channels made
+ * Each sharer holds a count on the entry from its creation (or, for a
+ * path channel, its open) until it is done; the last one lets the sources
+ * go, restores the flags, closes a file the entry opened and schedules
+ * every sharer's cleanup handler. A cleanup handler runs only after every
+ * handler call of every operation of its channel has returned: `calls`
+ * counts the queued deliveries plus one for the channel itself, and the
+ * one that takes it to zero schedules the cleanup. Channels made
  * from a path open their file only with a slot of the global open-file
  * limit (_sq_io_slots); without one their operations stay in the wait
  * list, and the channel waits in a FIFO line until a slot is given back
@@ -53,6 +72,7 @@
 #define SQ_IO_FILE_CHUNK (1024u * 1024)       /* pread / pwrite size */
 #define SQ_IO_STREAM_BUDGET 16                /* syscalls per handler run */
 #define SQ_IO_IOV 64
+#define SQ_IO_INLINE_MAX (64u * 1024)         /* file chunks run on q */
 
 enum sq_io_op_kind { SQ_IO_OP_READ, SQ_IO_OP_WRITE, SQ_IO_OP_BARRIER };
 
@@ -69,15 +89,21 @@ struct sq_io_op_s {
 	size_t undelivered;       /* writes: written since the last report */
 	size_t chunk_max;         /* writes on the I/O threads: bytes per call */
 	sq_queue_t dq;            /* delivery queue (serial), retained */
+	sq_queue_t tq;            /* a concurrent handler queue, retained:
+	                           * dq is made on it at the first call that
+	                           * is not the last (one call needs none) */
 	void *ctx;
 	sq_io_handler_function_t handler;
 	sq_function_t barrier;
+	bool partial;             /* sq_read: done when a stream would block */
 	bool inflight;            /* a chunk is on the I/O threads */
 	bool stop;                /* cancelled while in flight */
 	/* The result of the chunk an I/O thread ran. */
 	void *chunk_buf;
 	ssize_t chunk_n;
 	int chunk_errno;
+	bool chunk_eof;           /* a read chunk also saw end of file */
+	bool chunked;             /* not the first chunk */
 };
 
 struct sq_io_s {
@@ -92,6 +118,8 @@ struct sq_io_s {
 	mode_t mode;
 	int fd_pub;               /* for sq_io_get_descriptor; atomic */
 	struct sq_io_s *from;     /* sq_io_create_with_io: until attached */
+	bool tabled;              /* on the table's entry for `tfd` */
+	int tfd;                  /* (both set at creation, then constant) */
 	/* The open-file line (_sq_io_slots.lock). */
 	struct sq_io_s *slot_next, *slot_prev;
 	bool slot_listed;
@@ -101,6 +129,10 @@ struct sq_io_s {
 	size_t high;
 	uint64_t interval;
 	unsigned long interval_flags;
+	/* Queued handler calls, plus one until the channel is done with its
+	 * descriptor; atomic (see the top). */
+	size_t calls;
+	bool close_posted;        /* a close is on its way to q; atomic */
 	/* ---- q only ---- */
 	int fd;
 	struct sq_io_fd_s *fde;   /* from setup until done with it */
@@ -111,31 +143,114 @@ struct sq_io_s {
 	bool is_file;             /* regular file: the I/O threads */
 	bool is_sock;
 	bool can_read, can_write;
+	bool pumping, pump_again; /* _sq_io_pump is running */
 	off_t base;
+	size_t size_hint;         /* a regular file's size at setup, + 1 */
 	int err;                  /* the channel's error (setup, EBADF) */
 	bool closed;              /* later operations fail (ECANCELED) */
 	bool stopped;             /* SQ_IO_STOP: waiting ones fail too */
 	bool cleaning;            /* sources being let go */
 	bool cleaned;             /* cleanup handler scheduled */
-	bool rd_eof;              /* a stream read saw end of file */
+	bool calls_closed;        /* its own count dropped: `calls` is done */
 	struct sq_io_op_s *wait_head, *wait_tail;
 	struct sq_io_op_s *active; /* started, not finished */
 	size_t nactive;
-	struct sq_io_op_s *rd_head, *rd_tail; /* stream reads, in order */
-	struct sq_io_op_s *wr_head, *wr_tail; /* stream writes */
-	struct sq_io_op_s *file_head, *file_tail; /* stream ops on a file */
-	sq_source_t rs, ws, timer;
-	bool rs_on, ws_on;
-	int sources_live;         /* sources whose cancel handler is owed */
+	sq_source_t timer;
+	int sources_live;         /* the timer's cancel handler is owed */
 	uint64_t timer_interval;  /* what `timer` was armed with */
 };
 
+
+/*
+ * A descriptor and what the channels using it share (see the top). `refs`
+ * and the table links are guarded by _sq_io_fds.lock; everything else is
+ * touched only on `q`, the queue of every sharer.
+ */
+struct sq_io_fd_s {
+	int fd;
+	int refs;                 /* sharers not yet done (the table lock) */
+	bool own;                 /* opened from a path: close, give the slot */
+	bool listed;              /* in the table (the table lock) */
+	struct sq_io_fd_s *hnext; /* the table's chain (the table lock) */
+	sq_queue_t q;             /* every sharer's queue; retained */
+	/* ---- q only ---- */
+	bool nonblock_set;        /* we added O_NONBLOCK: restore orig_flags */
+	int orig_flags;
+	bool closing;             /* no sharer left: sources going */
+	bool reading, writing;    /* _sq_io_stream_read / _write running */
+	bool inline_busy;         /* a file chunk is running on q */
+	bool rd_eof;              /* a stream read saw end of file */
+	struct sq_io_s *waiters;  /* done; their cleanup waits for the rest */
+	struct sq_io_op_s *rd_head, *rd_tail; /* stream reads, in order */
+	struct sq_io_op_s *wr_head, *wr_tail; /* stream writes */
+	struct sq_io_op_s *file_head, *file_tail; /* stream ops on a file */
+	sq_source_t rs, ws;
+	bool rs_on, ws_on;
+	int sources_live;         /* sources whose cancel handler is owed */
+};
+
+/* The table of shared entries, by descriptor. */
+#define SQ_IO_FD_BUCKETS 64
+static struct {
+	pthread_mutex_t lock;
+	struct sq_io_fd_s *bucket[SQ_IO_FD_BUCKETS];
+} _sq_io_fds = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static struct sq_io_fd_s *
+_sq_io_fd_alloc(int fd, bool own, sq_queue_t q)
+{
+	struct sq_io_fd_s *e = calloc(1, sizeof(*e));
+	if (e == NULL)
+		_sq_client_crash("sq_io", "out of memory");
+	e->fd = fd;
+	e->refs = 1;
+	e->own = own;
+	e->q = q;
+	return e;
+}
+
+/* The shared entry of `fd`, made if there is none, with a count taken. */
+static struct sq_io_fd_s *
+_sq_io_fd_get(int fd)
+{
+	unsigned h = (unsigned)fd % SQ_IO_FD_BUCKETS;
+	pthread_mutex_lock(&_sq_io_fds.lock);
+	struct sq_io_fd_s *e = _sq_io_fds.bucket[h];
+	while (e != NULL && e->fd != fd)
+		e = e->hnext;
+	if (e != NULL) {
+		e->refs++;
+	} else {
+		e = _sq_io_fd_alloc(fd, false,
+				sq_queue_create("com.swiftqueues.io", NULL));
+		e->listed = true;
+		e->hnext = _sq_io_fds.bucket[h];
+		_sq_io_fds.bucket[h] = e;
+	}
+	pthread_mutex_unlock(&_sq_io_fds.lock);
+	return e;
+}
+
+static void
+_sq_io_fd_unlist(struct sq_io_fd_s *e)
+{
+	struct sq_io_fd_s **pp = &_sq_io_fds.bucket[(unsigned)e->fd %
+			SQ_IO_FD_BUCKETS];
+	while (*pp != e)
+		pp = &(*pp)->hnext;
+	*pp = e->hnext;
+	e->listed = false;
+}
+
 static void _sq_io_pump(struct sq_io_s *ch);
 static void _sq_io_cleanup_run(void *ctx);
-static void _sq_io_stream_read(struct sq_io_s *ch);
-static void _sq_io_stream_write(struct sq_io_s *ch);
+static void _sq_io_stream_read(struct sq_io_fd_s *e);
+static void _sq_io_stream_write(struct sq_io_fd_s *e);
 static void _sq_io_file_submit(struct sq_io_op_s *op);
 static void _sq_io_maybe_cleanup(struct sq_io_s *ch);
+static void _sq_io_pump_once(struct sq_io_s *ch);
 
 /* ---- The channel object ------------------------------------------------ */
 
@@ -158,6 +273,10 @@ static void
 _sq_io_last_external_release(struct sq_object_s *o)
 {
 	struct sq_io_s *ch = (struct sq_io_s *)o;
+	/* Already closed by the program: the close is on its way (posted
+	 * before this release, so in order on q); no second one. */
+	if (__atomic_exchange_n(&ch->close_posted, true, __ATOMIC_RELAXED))
+		return;
 	_sq_retain_internal(ch); /* released by _sq_io_close_on_q */
 	sq_async_f(ch->q, ch, _sq_io_close_on_q);
 }
@@ -169,17 +288,20 @@ static const struct sq_vtable_s _sq_io_vtable = {
 	.fork_bound = true,
 };
 
+/* A channel working on `q` (retained), or on a queue of its own. */
 static struct sq_io_s *
 _sq_io_alloc(sq_io_type_t type, sq_queue_t queue, void *ctx,
-		sq_io_cleanup_function_t cleanup)
+		sq_io_cleanup_function_t cleanup, sq_queue_t q)
 {
-	if (type != SQ_IO_STREAM && type != SQ_IO_RANDOM) {
-		errno = EINVAL;
-		return NULL;
-	}
 	struct sq_io_s *ch = _sq_object_alloc(&_sq_io_vtable, sizeof(*ch));
 	ch->type = type;
-	ch->q = sq_queue_create("com.swiftqueues.io", NULL);
+	if (q != NULL) {
+		sq_retain(q);
+		ch->q = q;
+	} else {
+		ch->q = sq_queue_create("com.swiftqueues.io", NULL);
+	}
+	ch->calls = 1;
 	if (queue == NULL)
 		queue = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 	sq_retain(queue);
@@ -197,10 +319,17 @@ sq_io_t
 sq_io_create_f(sq_io_type_t type, sq_fd_t fd, sq_queue_t queue, void *ctx,
 		sq_io_cleanup_function_t cleanup)
 {
-	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup);
-	if (ch == NULL)
+	if (type != SQ_IO_STREAM && type != SQ_IO_RANDOM) {
+		errno = EINVAL;
 		return NULL;
+	}
+	/* One entry, and one queue, for every channel on `fd`. */
+	struct sq_io_fd_s *e = _sq_io_fd_get(fd);
+	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup, e->q);
+	ch->fde = e;
 	ch->fd = fd;
+	ch->tabled = true;
+	ch->tfd = fd;
 	__atomic_store_n(&ch->fd_pub, fd, __ATOMIC_RELAXED); /* no data */
 	return ch;
 }
@@ -210,13 +339,12 @@ sq_io_create_with_path_f(sq_io_type_t type, const char *path, int oflag,
 		mode_t mode, sq_queue_t queue, void *ctx,
 		sq_io_cleanup_function_t cleanup)
 {
-	if (path == NULL || path[0] != '/') {
+	if (path == NULL || path[0] != '/' ||
+			(type != SQ_IO_STREAM && type != SQ_IO_RANDOM)) {
 		errno = EINVAL;
 		return NULL;
 	}
-	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup);
-	if (ch == NULL)
-		return NULL;
+	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup, NULL);
 	ch->path = strdup(path);
 	if (ch->path == NULL)
 		_sq_client_crash("sq_io_create_with_path", "out of memory");
@@ -407,97 +535,96 @@ _sq_io_ready(struct sq_io_s *ch)
 	return false;
 }
 
-/* ---- Descriptors ---------------------------------------------------------- */
-
-/*
- * A descriptor and what the channels using it changed. Touched from the
- * queues of every channel sharing it: `lock` guards `refs`, `waiters` and
- * the flag fields, and orders each sharer's writes before the last one's
- * cleanup (which reads their channels).
- */
-struct sq_io_fd_s {
-	pthread_mutex_t lock;
-	int fd;
-	int refs;                 /* channels set up on it and not yet done */
-	bool own;                 /* opened from a path: close, give the slot */
-	bool nonblock_set;        /* we added O_NONBLOCK: restore orig_flags */
-	int orig_flags;
-	struct sq_io_s *waiters;  /* done; their cleanup waits for the rest */
-};
-
-static struct sq_io_fd_s *
-_sq_io_fd_new(int fd, bool own)
-{
-	struct sq_io_fd_s *e = calloc(1, sizeof(*e));
-	if (e == NULL)
-		_sq_client_crash("sq_io", "out of memory");
-	pthread_mutex_init(&e->lock, NULL);
-	e->fd = fd;
-	e->refs = 1;
-	e->own = own;
-	return e;
-}
-
-/* Another channel starts using `e` (on the queue of one that holds it,
- * so refs > 0). */
-static void
-_sq_io_fd_share(struct sq_io_fd_s *e)
-{
-	pthread_mutex_lock(&e->lock);
-	e->refs++;
-	pthread_mutex_unlock(&e->lock);
-}
+/* ---- Descriptors (q) -------------------------------------------------- */
 
 /* Streams need a non-blocking descriptor; its flags are restored when
  * the last sharer is done. */
 static void
 _sq_io_fd_nonblock(struct sq_io_fd_s *e)
 {
-	pthread_mutex_lock(&e->lock);
 	int fl = fcntl(e->fd, F_GETFL);
 	if (!e->nonblock_set && fl >= 0 && !(fl & O_NONBLOCK) &&
 			fcntl(e->fd, F_SETFL, fl | O_NONBLOCK) == 0) {
 		e->nonblock_set = true;
 		e->orig_flags = fl;
 	}
-	pthread_mutex_unlock(&e->lock);
 }
 
-/* `ch` is done with its descriptor (q; its cleanup reference taken). The
- * last sharer hands the descriptor back and schedules every cleanup. */
+static void _sq_io_cleanup_ready(struct sq_io_s *ch);
+static void _sq_io_source_drop(sq_source_t *sp, bool *on);
+
+/*
+ * The sharers are gone and so are the sources: hand the descriptor back
+ * and schedule every waiting cleanup. If a new channel came to the entry
+ * meanwhile (refs > 0 again), the entry stays for it, flags and all.
+ */
 static void
-_sq_io_fd_detach(struct sq_io_s *ch)
+_sq_io_fd_maybe_final(struct sq_io_fd_s *e)
 {
-	struct sq_io_fd_s *e = ch->fde;
-	ch->fde = NULL;
-	pthread_mutex_lock(&e->lock);
-	ch->fde_next = e->waiters;
-	e->waiters = ch;
-	bool last = --e->refs == 0;
-	pthread_mutex_unlock(&e->lock);
-	if (!last)
+	if (!e->closing || e->sources_live > 0)
 		return;
-	if (e->nonblock_set)
-		fcntl(e->fd, F_SETFL, e->orig_flags);
-	if (e->own) {
+	e->closing = false;
+	pthread_mutex_lock(&_sq_io_fds.lock);
+	bool gone = e->refs == 0;
+	if (gone) {
+		if (e->listed)
+			_sq_io_fd_unlist(e);
+		/* Under the lock: an entry made next for this descriptor
+		 * sets its flags only after this. */
+		if (e->nonblock_set)
+			fcntl(e->fd, F_SETFL, e->orig_flags);
+	}
+	pthread_mutex_unlock(&_sq_io_fds.lock);
+	if (gone && e->own) {
 		close(e->fd);
 		_sq_io_slot_put();
 	}
 	/* Newest first: reverse, so cleanups run in the order channels
-	 * finished. No one else can reach the list now. */
+	 * finished. */
 	struct sq_io_s *list = NULL, *w = e->waiters;
+	e->waiters = NULL;
 	while (w) {
 		struct sq_io_s *next = w->fde_next;
 		w->fde_next = list;
 		list = w;
 		w = next;
 	}
-	pthread_mutex_destroy(&e->lock);
-	free(e);
+	if (gone) {
+		sq_release(e->q);
+		free(e);
+	}
 	while ((w = list) != NULL) {
 		list = w->fde_next;
-		sq_async_f(w->cleanup_q, w, _sq_io_cleanup_run);
+		_sq_io_cleanup_ready(w);
 	}
+}
+
+/* A sharer lets go of `e` (q). The last one lets the sources go; the
+ * descriptor goes back once they have. */
+static void
+_sq_io_fd_release(struct sq_io_fd_s *e)
+{
+	pthread_mutex_lock(&_sq_io_fds.lock);
+	bool last = --e->refs == 0;
+	pthread_mutex_unlock(&_sq_io_fds.lock);
+	if (!last)
+		return;
+	e->closing = true;
+	_sq_io_source_drop(&e->rs, &e->rs_on);
+	_sq_io_source_drop(&e->ws, &e->ws_on);
+	_sq_io_fd_maybe_final(e);
+}
+
+/* `ch` is done with its descriptor (q; its cleanup reference taken): its
+ * cleanup waits until every sharer is. */
+static void
+_sq_io_fd_detach(struct sq_io_s *ch)
+{
+	struct sq_io_fd_s *e = ch->fde;
+	ch->fde = NULL;
+	ch->fde_next = e->waiters;
+	e->waiters = ch;
+	_sq_io_fd_release(e);
 }
 
 /* ---- Setup (q) --------------------------------------------------------- */
@@ -524,22 +651,27 @@ _sq_io_setup(struct sq_io_s *ch)
 			_sq_io_slot_put();
 			return false;
 		}
-		ch->fde = _sq_io_fd_new(fd, true); /* takes over the slot */
+		/* Its own entry (not in the table), on its own queue; it
+		 * takes over the slot. */
+		ch->fde = _sq_io_fd_alloc(fd, true, ch->q);
+		sq_retain(ch->q);
 	}
-	int fd = ch->fde ? ch->fde->fd : ch->fd;
+	int fd = ch->fde ? ch->fde->fd : -1;
 	struct stat st;
-	int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	/* A file we opened has the flags we opened it with. */
+	int fl = fd < 0 ? -1 : ch->fde->own ? ch->oflag : fcntl(fd, F_GETFL);
 	if (fl < 0 || fstat(fd, &st) != 0) {
 		ch->err = EBADF;
 		return false;
 	}
-	if (ch->fde == NULL)
-		ch->fde = _sq_io_fd_new(fd, false);
 	ch->fd = fd;
 	__atomic_store_n(&ch->fd_pub, fd, __ATOMIC_RELAXED); /* a value */
 	ch->can_read = (fl & O_ACCMODE) != O_WRONLY;
 	ch->can_write = (fl & O_ACCMODE) != O_RDONLY;
 	ch->is_file = S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
+	ch->size_hint = S_ISREG(st.st_mode) && st.st_size >= 0 &&
+			(uint64_t)st.st_size < SQ_IO_FILE_CHUNK ?
+			(size_t)st.st_size + 1 : SQ_IO_FILE_CHUNK;
 	ch->is_sock = S_ISSOCK(st.st_mode);
 	if (ch->type == SQ_IO_RANDOM) {
 		if (!ch->is_file) {
@@ -587,19 +719,26 @@ _sq_io_attach(void *ctx)
 		err = in->err;
 	} else if (ch->type == SQ_IO_RANDOM && !in->is_file) {
 		err = ESPIPE; /* a pipe, socket or tty cannot seek */
-	} else {
-		_sq_io_fd_share(in->fde);
-		ch->fde = in->fde;
-		ch->fd = in->fde->fd;
-		__atomic_store_n(&ch->fd_pub, ch->fd, __ATOMIC_RELAXED); /* value */
 	}
 	ch->err = err;
 	ch->from = NULL;
+	if (err != 0 && ch->fde != NULL) {
+		/* It never gets the descriptor: its cleanup need not wait
+		 * for the others. */
+		struct sq_io_fd_s *e = ch->fde;
+		ch->fde = NULL;
+		ch->fd = -1;
+		__atomic_store_n(&ch->fd_pub, -1, __ATOMIC_RELAXED); /* value */
+		_sq_io_fd_release(e);
+	}
+	bool own_q = ch->q != in->q;
 	_sq_release_internal(in);
 	/* The resume (a seq_cst update of the queue's state, then the
 	 * queue's hand-off to a worker) orders the plain writes above before
-	 * the new channel's own work, as any sq_async does. */
-	sq_resume(ch->q);
+	 * the new channel's own work, as any sq_async does. (A channel on a
+	 * shared entry runs on this very queue: nothing to resume.) */
+	if (own_q)
+		sq_resume(ch->q);
 	_sq_release_internal(ch);
 }
 
@@ -619,11 +758,30 @@ sq_io_create_with_io_f(sq_io_type_t type, sq_io_t in, sq_queue_t queue,
 		_sq_client_crash("sq_io_create_with_io", "%s '%s' was already "
 				"released", in->obj.vtable->kind,
 				_sq_object_label(in));
-	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup);
-	if (ch == NULL)
+	if (type != SQ_IO_STREAM && type != SQ_IO_RANDOM) {
+		errno = EINVAL;
 		return NULL;
-	/* Operations wait on its queue until _sq_io_attach resumes it. */
-	sq_suspend(ch->q);
+	}
+	struct sq_io_s *ch;
+	if (in->tabled) {
+		/* The descriptor's entry: the first channel's while it is
+		 * in use, so the same queue, and operations posted to the
+		 * new channel run after _sq_io_attach and in issue order with
+		 * the first channel's. (A fresh one if the first channel is
+		 * done: then the attach finds it closed.) */
+		struct sq_io_fd_s *e = _sq_io_fd_get(in->tfd);
+		ch = _sq_io_alloc(type, queue, ctx, cleanup, e->q);
+		ch->fde = e;
+		ch->fd = e->fd;
+		ch->tabled = true;
+		ch->tfd = e->fd;
+		__atomic_store_n(&ch->fd_pub, e->fd, __ATOMIC_RELAXED);
+	} else {
+		ch = _sq_io_alloc(type, queue, ctx, cleanup, NULL);
+	}
+	/* Operations wait on its own queue until _sq_io_attach resumes it. */
+	if (ch->q != in->q)
+		sq_suspend(ch->q);
 	_sq_retain_internal(in); /* both released by _sq_io_attach */
 	_sq_retain_internal(ch);
 	ch->from = in;
@@ -634,21 +792,50 @@ sq_io_create_with_io_f(sq_io_type_t type, sq_io_t in, sq_queue_t queue,
 /* ---- Delivery ---------------------------------------------------------- */
 
 struct sq_io_delivery_s {
+	struct sq_io_s *ch;
 	sq_io_handler_function_t handler;
 	void *ctx;
 	sq_data_t data;
 	int error;
 	bool done;
+	bool counted;             /* in ch->calls */
 };
+
+/* One of the channel's counted calls is over (a handler call returned, or
+ * the channel is done with its descriptor): the last schedules the
+ * cleanup handler, which so runs after every handler call. acq_rel: every
+ * handler's effects happen before the cleanup. */
+static void
+_sq_io_call_returned(struct sq_io_s *ch)
+{
+	if (__atomic_sub_fetch(&ch->calls, 1, __ATOMIC_ACQ_REL) != 0)
+		return;
+	if (ch->cleanup != NULL)
+		sq_async_f(ch->cleanup_q, ch, _sq_io_cleanup_run);
+	else
+		_sq_release_internal(ch); /* nothing to call: no hop */
+}
+
+static void
+_sq_io_cleanup_ready(struct sq_io_s *ch)
+{
+	ch->calls_closed = true;
+	_sq_io_call_returned(ch);
+}
 
 static void
 _sq_io_deliver_run(void *ctx)
 {
 	struct sq_io_delivery_s *d = ctx;
+	struct sq_io_s *ch = d->ch;
 	d->handler(d->ctx, d->done, d->data, d->error);
 	if (d->data)
 		sq_release(d->data);
+	bool counted = d->counted;
 	free(d);
+	if (counted)
+		_sq_io_call_returned(ch);
+	_sq_release_internal(ch);
 }
 
 /* Queues one handler call; takes over the reference on `data`. */
@@ -658,12 +845,33 @@ _sq_io_deliver(struct sq_io_op_s *op, bool done, sq_data_t data, int error)
 	struct sq_io_delivery_s *d = malloc(sizeof(*d));
 	if (d == NULL)
 		_sq_client_crash("sq_io", "out of memory");
+	d->ch = op->ch;
 	d->handler = op->handler;
 	d->ctx = op->ctx;
 	d->data = data;
 	d->error = error;
 	d->done = done;
-	sq_async_f(op->dq, d, _sq_io_deliver_run);
+	/* Counted while the channel's own count is held (deliveries are
+	 * queued on q, as is the drop of that count): the count cannot reach
+	 * zero before this one's. Relaxed: the decrements are acq_rel. An
+	 * operation issued after the cleanup was scheduled (it fails with
+	 * ECANCELED) is not counted: that cleanup is already on its way. */
+	d->counted = !op->ch->calls_closed;
+	if (d->counted)
+		__atomic_add_fetch(&op->ch->calls, 1, __ATOMIC_RELAXED);
+	_sq_retain_internal(op->ch); /* released by _sq_io_deliver_run */
+	sq_queue_t target = op->dq;
+	if (target == NULL) {
+		if (done) {
+			target = op->tq; /* the only call: nothing to overlap */
+		} else {
+			op->dq = sq_queue_create_with_target(
+					"com.swiftqueues.io.handler", NULL,
+					op->tq);
+			target = op->dq;
+		}
+	}
+	sq_async_f(target, d, _sq_io_deliver_run);
 }
 
 /* Delivers what a read has gathered, as the water marks allow. */
@@ -772,7 +980,10 @@ _sq_io_op_free(struct sq_io_op_s *op)
 	struct sq_io_s *ch = op->ch;
 	if (op->pending)
 		sq_release(op->pending);
-	sq_release(op->dq);
+	if (op->dq)
+		sq_release(op->dq);
+	if (op->tq)
+		sq_release(op->tq);
 	free(op);
 	_sq_release_internal(ch);
 }
@@ -806,10 +1017,14 @@ _sq_io_op_finish(struct sq_io_op_s *op, int error, bool started)
 	op->pending = NULL;
 	if (started)
 		_sq_io_active_remove(op);
+	_sq_retain_internal(ch);
 	_sq_io_op_free(op);
+	if (started)
+		_sq_io_pump(ch); /* a barrier may go, or the cleanup */
+	_sq_release_internal(ch);
 }
 
-/* ---- Stream sources (q) ------------------------------------------------ */
+/* ---- Sources (q) --------------------------------------------------------- */
 
 static void
 _sq_io_source_cancelled(void *ctx)
@@ -820,10 +1035,11 @@ _sq_io_source_cancelled(void *ctx)
 	_sq_release_internal(ch);
 }
 
+/* The channel's interval timer. */
 static sq_source_t
 _sq_io_source(struct sq_io_s *ch, sq_source_type_t type, sq_function_t fn)
 {
-	sq_source_t s = sq_source_create(type, (uintptr_t)ch->fd, 0, ch->q);
+	sq_source_t s = sq_source_create(type, 0, 0, ch->q);
 	if (s == NULL)
 		return NULL;
 	sq_set_context(s, ch);
@@ -835,7 +1051,31 @@ _sq_io_source(struct sq_io_s *ch, sq_source_type_t type, sq_function_t fn)
 }
 
 static void
-_sq_io_source_drop(struct sq_io_s *ch, sq_source_t *sp, bool *on)
+_sq_io_fd_source_cancelled(void *ctx)
+{
+	struct sq_io_fd_s *e = ctx;
+	e->sources_live--;
+	_sq_io_fd_maybe_final(e);
+}
+
+/* A READ or WRITE source of the entry: the entry outlives it (it goes
+ * only once every cancel handler has run). */
+static sq_source_t
+_sq_io_fd_source(struct sq_io_fd_s *e, sq_source_type_t type,
+		sq_function_t fn)
+{
+	sq_source_t s = sq_source_create(type, (uintptr_t)e->fd, 0, e->q);
+	if (s == NULL)
+		return NULL;
+	sq_set_context(s, e);
+	sq_source_set_event_handler_f(s, fn);
+	sq_source_set_cancel_handler_f(s, _sq_io_fd_source_cancelled);
+	e->sources_live++;
+	return s;
+}
+
+static void
+_sq_io_source_drop(sq_source_t *sp, bool *on)
 {
 	sq_source_t s = *sp;
 	if (s == NULL)
@@ -863,44 +1103,104 @@ _sq_io_source_set(sq_source_t s, bool *on, bool want)
 static void
 _sq_io_rs_event(void *ctx)
 {
-	struct sq_io_s *ch = ctx;
-	if (ch->rs == NULL || ch->cleaning)
-		return;
-	_sq_io_stream_read(ch);
+	struct sq_io_fd_s *e = ctx;
+	if (e->rs != NULL)
+		_sq_io_stream_read(e);
 }
 
 static void
 _sq_io_ws_event(void *ctx)
 {
-	struct sq_io_s *ch = ctx;
-	if (ch->ws == NULL || ch->cleaning)
-		return;
-	_sq_io_stream_write(ch);
+	struct sq_io_fd_s *e = ctx;
+	if (e->ws != NULL)
+		_sq_io_stream_write(e);
+}
+
+/* Takes the first operation off a list. */
+static struct sq_io_op_s *
+_sq_io_list_pop(struct sq_io_op_s **head, struct sq_io_op_s **tail)
+{
+	struct sq_io_op_s *op = *head;
+	*head = op->next;
+	if (*head == NULL)
+		*tail = NULL;
+	return op;
+}
+
+static void
+_sq_io_list_push(struct sq_io_op_s **head, struct sq_io_op_s **tail,
+		struct sq_io_op_s *op)
+{
+	op->next = NULL;
+	if (*tail)
+		(*tail)->next = op;
+	else
+		*head = op;
+	*tail = op;
+}
+
+/* Ends every operation of `ch` in a list with ECANCELED, but the first
+ * one if `keep_first` (it is on the I/O threads). */
+static void
+_sq_io_list_cancel(struct sq_io_op_s **head, struct sq_io_op_s **tail,
+		struct sq_io_s *ch, bool keep_first)
+{
+	struct sq_io_op_s *keep = NULL, *keep_tail = NULL, *gone = NULL;
+	struct sq_io_op_s *op = *head;
+	bool first = true;
+	while (op) {
+		struct sq_io_op_s *next = op->next;
+		if (op->ch == ch && !(first && keep_first)) {
+			op->next = gone;
+			gone = op;
+		} else {
+			_sq_io_list_push(&keep, &keep_tail, op);
+		}
+		first = false;
+		op = next;
+	}
+	*head = keep;
+	*tail = keep_tail;
+	/* Newest first: reverse, to end them in issue order. */
+	struct sq_io_op_s *order = NULL;
+	while (gone) {
+		struct sq_io_op_s *next = gone->next;
+		gone->next = order;
+		order = gone;
+		gone = next;
+	}
+	while ((op = order) != NULL) {
+		order = op->next;
+		_sq_io_op_finish(op, ECANCELED, true);
+	}
 }
 
 /* ---- Stream reads (q) --------------------------------------------------- */
 
 static void
-_sq_io_stream_read_done(struct sq_io_s *ch, int error)
+_sq_io_stream_read_done(struct sq_io_fd_s *e, int error)
 {
-	struct sq_io_op_s *op = ch->rd_head;
-	ch->rd_head = op->next;
-	if (ch->rd_head == NULL)
-		ch->rd_tail = NULL;
+	struct sq_io_op_s *op = _sq_io_list_pop(&e->rd_head, &e->rd_tail);
 	_sq_io_op_finish(op, error, true);
 }
 
+/* Reads for the entry's read list, in order. Finishing an operation may
+ * start the next one of its channel, which appends to the list and calls
+ * here again: that call returns at once, and this loop goes on with it. */
 static void
-_sq_io_stream_read(struct sq_io_s *ch)
+_sq_io_stream_read(struct sq_io_fd_s *e)
 {
+	if (e->reading)
+		return;
+	e->reading = true;
 	bool wait = false;
 	int budget = SQ_IO_STREAM_BUDGET;
 	struct sq_io_op_s *op;
-	while ((op = ch->rd_head) != NULL) {
-		if (ch->rd_eof && ch->rs != NULL) {
+	while ((op = e->rd_head) != NULL) {
+		if (e->rd_eof && e->rs != NULL) {
 			/* The read source will not fire again: end of file for
 			 * every later read too (pipes and sockets stay there). */
-			_sq_io_stream_read_done(ch, 0);
+			_sq_io_stream_read_done(e, 0);
 			continue;
 		}
 		if (budget-- == 0)
@@ -910,7 +1210,7 @@ _sq_io_stream_read(struct sq_io_s *ch)
 		char *buf = malloc(want);
 		if (buf == NULL)
 			_sq_client_crash("sq_io_read", "out of memory");
-		ssize_t n = read(ch->fd, buf, want);
+		ssize_t n = read(e->fd, buf, want);
 		if (n > 0) {
 			if ((size_t)n < want / 4 && n < 4096) {
 				/* Small: keep only what came. */
@@ -920,6 +1220,7 @@ _sq_io_stream_read(struct sq_io_s *ch)
 			}
 			sq_data_t d = sq_data_create(buf, (size_t)n, NULL,
 					SQ_DATA_DESTRUCTOR_FREE);
+			/* Amortised O(1): appends to pending's range list. */
 			sq_data_t all = sq_data_create_concat(op->pending, d);
 			sq_release(d);
 			sq_release(op->pending);
@@ -927,50 +1228,56 @@ _sq_io_stream_read(struct sq_io_s *ch)
 			if (op->length != SIZE_MAX)
 				op->length -= (size_t)n;
 			if (op->length == 0)
-				_sq_io_stream_read_done(ch, 0);
+				_sq_io_stream_read_done(e, 0);
 			else
 				_sq_io_read_progress(op, false);
 			continue;
 		}
-		int e = n == 0 ? 0 : errno;
+		int err = n == 0 ? 0 : errno;
 		free(buf);
 		if (n == 0) {
-			ch->rd_eof = true;
-			_sq_io_stream_read_done(ch, 0);
+			e->rd_eof = true;
+			_sq_io_stream_read_done(e, 0);
 			continue;
 		}
-		if (e == EINTR)
+		if (err == EINTR)
 			continue;
-		if (e == EAGAIN || e == EWOULDBLOCK) {
-			if (ch->rs != NULL && ch->rs_on &&
-					sq_source_get_data(ch->rs) == 0) {
+		if (err == EAGAIN || err == EWOULDBLOCK) {
+			if (op->partial && sq_data_get_size(op->pending) > 0) {
+				/* sq_read: what is there, as libdispatch. */
+				_sq_io_stream_read_done(e, 0);
+				continue;
+			}
+			if (e->rs != NULL && e->rs_on &&
+					sq_source_get_data(e->rs) == 0) {
 				/* The source took this for end of file and
 				 * will not re-arm: make a fresh one. */
-				_sq_io_source_drop(ch, &ch->rs, &ch->rs_on);
+				_sq_io_source_drop(&e->rs, &e->rs_on);
 			}
 			wait = true;
 			break;
 		}
-		if (e == EBADF && ch->err == 0)
-			ch->err = e;
-		_sq_io_stream_read_done(ch, e);
+		if (err == EBADF && op->ch->err == 0)
+			op->ch->err = err;
+		_sq_io_stream_read_done(e, err);
 	}
-	if (ch->rd_head != NULL && !wait && budget < 0 && ch->rs == NULL)
+	if (e->rd_head != NULL && !wait && budget < 0 && e->rs == NULL)
 		wait = true; /* first pass, data left: let the source see it */
-	if (wait && ch->rs == NULL) {
-		ch->rs = _sq_io_source(ch, SQ_SOURCE_TYPE_READ, _sq_io_rs_event);
-		if (ch->rs == NULL) {
-			int e = errno;
-			while (ch->rd_head)
-				_sq_io_stream_read_done(ch, e);
+	if (wait && e->rs == NULL) {
+		e->rs = _sq_io_fd_source(e, SQ_SOURCE_TYPE_READ,
+				_sq_io_rs_event);
+		if (e->rs == NULL) {
+			int err = errno;
+			while (e->rd_head)
+				_sq_io_stream_read_done(e, err);
 		} else {
-			ch->rs_on = true;
-			sq_activate(ch->rs);
+			e->rs_on = true;
+			sq_activate(e->rs);
 		}
-	} else if (ch->rs != NULL) {
-		_sq_io_source_set(ch->rs, &ch->rs_on, ch->rd_head != NULL);
+	} else if (e->rs != NULL) {
+		_sq_io_source_set(e->rs, &e->rs_on, e->rd_head != NULL);
 	}
-	_sq_io_pump(ch);
+	e->reading = false;
 }
 
 /* ---- Stream writes (q) ------------------------------------------------- */
@@ -999,11 +1306,11 @@ _sq_io_collect(void *ctx, sq_data_t region, size_t offset, const void *buf,
 
 /* writev that reports EPIPE instead of raising SIGPIPE. */
 static ssize_t
-_sq_io_writev(struct sq_io_s *ch, struct iovec *iov, int count)
+_sq_io_writev(int fd, bool is_sock, struct iovec *iov, int count)
 {
-	if (ch->is_sock) {
+	if (is_sock) {
 		struct msghdr m = { .msg_iov = iov, .msg_iovlen = (size_t)count };
-		ssize_t n = sendmsg(ch->fd, &m, MSG_NOSIGNAL);
+		ssize_t n = sendmsg(fd, &m, MSG_NOSIGNAL);
 		if (n >= 0 || errno != ENOTSOCK)
 			return n;
 	}
@@ -1011,7 +1318,7 @@ _sq_io_writev(struct sq_io_s *ch, struct iovec *iov, int count)
 	sigemptyset(&pipe_set);
 	sigaddset(&pipe_set, SIGPIPE);
 	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-	ssize_t n = writev(ch->fd, iov, count);
+	ssize_t n = writev(fd, iov, count);
 	int e = errno;
 	if (n < 0 && e == EPIPE) {
 		/* Take the SIGPIPE this raised (unless one was already
@@ -1029,24 +1336,25 @@ _sq_io_writev(struct sq_io_s *ch, struct iovec *iov, int count)
 }
 
 static void
-_sq_io_stream_write_done(struct sq_io_s *ch, int error)
+_sq_io_stream_write_done(struct sq_io_fd_s *e, int error)
 {
-	struct sq_io_op_s *op = ch->wr_head;
-	ch->wr_head = op->next;
-	if (ch->wr_head == NULL)
-		ch->wr_tail = NULL;
+	struct sq_io_op_s *op = _sq_io_list_pop(&e->wr_head, &e->wr_tail);
 	_sq_io_op_finish(op, error, true);
 }
 
+/* Writes the entry's write list, in order (re-entered as reads are). */
 static void
-_sq_io_stream_write(struct sq_io_s *ch)
+_sq_io_stream_write(struct sq_io_fd_s *e)
 {
+	if (e->writing)
+		return;
+	e->writing = true;
 	bool wait = false;
 	int budget = SQ_IO_STREAM_BUDGET;
 	struct sq_io_op_s *op;
-	while ((op = ch->wr_head) != NULL) {
+	while ((op = e->wr_head) != NULL) {
 		if (sq_data_get_size(op->pending) == 0) {
-			_sq_io_stream_write_done(ch, 0);
+			_sq_io_stream_write_done(e, 0);
 			continue;
 		}
 		if (budget-- == 0) {
@@ -1056,7 +1364,8 @@ _sq_io_stream_write(struct sq_io_s *ch)
 		struct sq_iov_s v = { .count = 0,
 				.limit = _sq_io_write_room(op) };
 		sq_data_apply_f(op->pending, &v, _sq_io_collect);
-		ssize_t n = _sq_io_writev(ch, v.iov, v.count);
+		ssize_t n = _sq_io_writev(e->fd, op->ch->is_sock, v.iov,
+				v.count);
 		if (n >= 0) {
 			sq_data_t rest = sq_data_create_subrange(op->pending,
 					(size_t)n, SIZE_MAX);
@@ -1065,32 +1374,32 @@ _sq_io_stream_write(struct sq_io_s *ch)
 			_sq_io_write_moved(op, (size_t)n);
 			continue;
 		}
-		int e = errno;
-		if (e == EINTR)
+		int err = errno;
+		if (err == EINTR)
 			continue;
-		if (e == EAGAIN || e == EWOULDBLOCK) {
+		if (err == EAGAIN || err == EWOULDBLOCK) {
 			wait = true;
 			break;
 		}
-		if (e == EBADF && ch->err == 0)
-			ch->err = e;
-		_sq_io_stream_write_done(ch, e);
+		if (err == EBADF && op->ch->err == 0)
+			op->ch->err = err;
+		_sq_io_stream_write_done(e, err);
 	}
-	if (wait && ch->ws == NULL) {
-		ch->ws = _sq_io_source(ch, SQ_SOURCE_TYPE_WRITE,
+	if (wait && e->ws == NULL) {
+		e->ws = _sq_io_fd_source(e, SQ_SOURCE_TYPE_WRITE,
 				_sq_io_ws_event);
-		if (ch->ws == NULL) {
-			int e = errno;
-			while (ch->wr_head)
-				_sq_io_stream_write_done(ch, e);
+		if (e->ws == NULL) {
+			int err = errno;
+			while (e->wr_head)
+				_sq_io_stream_write_done(e, err);
 		} else {
-			ch->ws_on = true;
-			sq_activate(ch->ws);
+			e->ws_on = true;
+			sq_activate(e->ws);
 		}
-	} else if (ch->ws != NULL) {
-		_sq_io_source_set(ch->ws, &ch->ws_on, ch->wr_head != NULL);
+	} else if (e->ws != NULL) {
+		_sq_io_source_set(e->ws, &e->ws_on, e->wr_head != NULL);
 	}
-	_sq_io_pump(ch);
+	e->writing = false;
 }
 
 /* ---- The I/O threads ---------------------------------------------------- */
@@ -1115,35 +1424,95 @@ _sq_io_file_chunk(struct sq_io_op_s *op)
 {
 	struct sq_io_s *ch = op->ch;
 	bool positional = ch->type == SQ_IO_RANDOM;
-	off_t at = ch->base + op->offset;
 	op->chunk_buf = NULL;
 	op->chunk_errno = 0;
+	/* Checked: where the chunk goes, and how far it may go, must be
+	 * offsets (no negative offset, nothing past OFF_MAX). */
+	off_t at = 0;
+	size_t room = SQ_IO_FILE_CHUNK;
+	if (positional) {
+		if (op->offset < 0 || __builtin_add_overflow(ch->base,
+				op->offset, &at)) {
+			op->chunk_n = -1;
+			op->chunk_errno = op->offset < 0 ? EINVAL : EOVERFLOW;
+			return;
+		}
+		uint64_t left = (uint64_t)(INT64_MAX - (int64_t)at);
+		if (left < room)
+			room = (size_t)left;
+	}
 	if (op->kind == SQ_IO_OP_READ) {
-		size_t want = op->length < SQ_IO_FILE_CHUNK ? op->length
-				: SQ_IO_FILE_CHUNK;
-		char *buf = malloc(want);
+		size_t full = op->length < room ? op->length : room;
+		/* The first chunk is sized to the file (its size at setup,
+		 * plus one byte to see the end): a small file is read whole,
+		 * end of file included, in one job, without a 1 MiB buffer.
+		 * If the file has grown since, the buffer grows to a full
+		 * chunk below. */
+		size_t want = full;
+		if (!op->chunked && want > ch->size_hint)
+			want = ch->size_hint;
+		op->chunked = true;
+		char *buf = malloc(want ? want : 1);
 		if (buf == NULL)
 			_sq_client_crash("sq_io_read", "out of memory");
-		ssize_t n;
-		do {
-			n = positional ? pread(ch->fd, buf, want, at)
-					: read(ch->fd, buf, want);
-		} while (n < 0 && errno == EINTR);
-		op->chunk_n = n;
-		if (n < 0)
-			op->chunk_errno = errno;
-		if (n <= 0) {
+		size_t got = 0;
+		int err = 0;
+		op->chunk_eof = false;
+		while (got < want) {
+			/* at + got <= at + room <= OFF_MAX: no overflow. */
+			ssize_t n = positional ? pread(ch->fd, buf + got,
+					want - got, at + (off_t)got)
+					: read(ch->fd, buf + got, want - got);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				err = errno;
+				break;
+			}
+			if (n == 0) {
+				op->chunk_eof = true;
+				break;
+			}
+			got += (size_t)n;
+			if (got == want && want < full) {
+				char *more = realloc(buf, full);
+				if (more == NULL)
+					_sq_client_crash("sq_io_read",
+							"out of memory");
+				buf = more;
+				want = full;
+			}
+		}
+		if (got > 0) {
+			/* The bytes now; an error comes again next time. */
+			op->chunk_n = (ssize_t)got;
+			if (got < want / 2) {
+				char *small = realloc(buf, got);
+				if (small)
+					buf = small;
+			}
+		} else {
+			op->chunk_n = err ? -1 : 0;
+			op->chunk_errno = err;
 			free(buf);
 			buf = NULL;
 		}
 		op->chunk_buf = buf;
 	} else {
-		struct sq_iov_s v = { .count = 0, .limit = op->chunk_max };
+		op->chunked = true;
+		if (room == 0) {
+			op->chunk_n = -1;
+			op->chunk_errno = EOVERFLOW; /* would end past OFF_MAX */
+			return;
+		}
+		struct sq_iov_s v = { .count = 0, .limit = op->chunk_max < room
+				? op->chunk_max : room };
 		sq_data_apply_f(op->pending, &v, _sq_io_collect);
 		ssize_t n;
 		do {
 			n = positional ? pwritev(ch->fd, v.iov, v.count, at)
-					: _sq_io_writev(ch, v.iov, v.count);
+					: _sq_io_writev(ch->fd, ch->is_sock,
+					v.iov, v.count);
 		} while (n < 0 && errno == EINTR);
 		op->chunk_n = n;
 		if (n < 0)
@@ -1229,26 +1598,57 @@ _sq_io_pool_push(struct sq_io_op_s *op)
 
 /* ---- File operations (q) ------------------------------------------------ */
 
+/*
+ * Sends one chunk of `op` to the I/O threads, or runs it here, on q: the
+ * first chunk of a read of a file of at most SQ_IO_INLINE_MAX bytes (its
+ * size at setup), or of a write of at most that many, is one page-cache
+ * copy, cheaper than the two thread hand-offs to an I/O thread and back;
+ * so a small file is read whole, end of file included, with no hop. Not
+ * when already running one here (the next operation in a list goes to the
+ * I/O threads instead of deepening the stack).
+ */
 static void
 _sq_io_file_submit(struct sq_io_op_s *op)
 {
+	struct sq_io_s *ch = op->ch;
 	op->inflight = true;
 	if (op->kind == SQ_IO_OP_WRITE) /* the pool's lock publishes it */
 		op->chunk_max = _sq_io_write_room(op);
+	bool small = op->kind == SQ_IO_OP_READ
+			? ch->size_hint <= SQ_IO_INLINE_MAX + 1
+			: sq_data_get_size(op->pending) <= SQ_IO_INLINE_MAX;
+	struct sq_io_fd_s *e = ch->fde;
+	if (small && !op->chunked && e != NULL && !e->inline_busy) {
+		/* As if pumping: the channel (and so the entry) cannot reach
+		 * its cleanup before we are out; pump after, if we were not
+		 * pumping already. */
+		bool was_pumping = ch->pumping;
+		_sq_retain_internal(ch);
+		ch->pumping = true;
+		e->inline_busy = true;
+		_sq_io_file_chunk(op);
+		_sq_io_file_result(op);
+		e->inline_busy = false;
+		ch->pumping = was_pumping;
+		if (!was_pumping)
+			_sq_io_pump(ch);
+		_sq_release_internal(ch);
+		return;
+	}
 	_sq_io_pool_push(op);
 }
 
-/* Removes a finished stream-on-file op from the head of its list. */
+/* Removes a finished stream-on-file op from the head of its entry's list
+ * and sends the next one. */
 static void
-_sq_io_file_next(struct sq_io_s *ch, struct sq_io_op_s *op)
+_sq_io_file_next(struct sq_io_s *ch)
 {
 	if (ch->type != SQ_IO_STREAM)
 		return;
-	ch->file_head = op->next;
-	if (ch->file_head == NULL)
-		ch->file_tail = NULL;
-	if (ch->file_head)
-		_sq_io_file_submit(ch->file_head);
+	struct sq_io_fd_s *e = ch->fde;
+	(void)_sq_io_list_pop(&e->file_head, &e->file_tail);
+	if (e->file_head)
+		_sq_io_file_submit(e->file_head);
 }
 
 static void
@@ -1272,10 +1672,11 @@ _sq_io_file_result(void *ctx)
 			sq_release(d);
 			sq_release(op->pending);
 			op->pending = all;
-			op->offset += n;
+			if (ch->type == SQ_IO_RANDOM)
+				op->offset += n; /* <= OFF_MAX - base */
 			if (op->length != SIZE_MAX)
 				op->length -= (size_t)n;
-			done = op->length == 0;
+			done = op->length == 0 || op->chunk_eof;
 		} else {
 			done = true;
 			err = n < 0 ? op->chunk_errno : 0;
@@ -1286,7 +1687,8 @@ _sq_io_file_result(void *ctx)
 					(size_t)n, SIZE_MAX);
 			sq_release(op->pending);
 			op->pending = rest;
-			op->offset += n;
+			if (ch->type == SQ_IO_RANDOM)
+				op->offset += n; /* <= OFF_MAX - base */
 			moved = (size_t)n;
 			done = sq_data_get_size(rest) == 0;
 			if (n == 0 && !done) {
@@ -1305,9 +1707,8 @@ _sq_io_file_result(void *ctx)
 		err = ECANCELED;
 	}
 	if (done) {
-		_sq_io_file_next(ch, op);
+		_sq_io_file_next(ch);
 		_sq_io_op_finish(op, err, true);
-		_sq_io_pump(ch);
 	} else {
 		if (op->kind == SQ_IO_OP_READ)
 			_sq_io_read_progress(op, false);
@@ -1343,50 +1744,60 @@ _sq_io_start(struct sq_io_op_s *op)
 		ch->active->aprev = op;
 	ch->active = op;
 	ch->nactive++;
-	op->next = NULL;
+	struct sq_io_fd_s *e = ch->fde;
 	if (ch->is_file) {
 		if (ch->type == SQ_IO_RANDOM) {
 			_sq_io_file_submit(op);
 		} else {
-			/* Stream ops on a file: one at a time, in order. */
-			if (ch->file_tail) {
-				ch->file_tail->next = op;
-			} else {
-				ch->file_head = op;
+			/* Stream ops on a file, from every channel on it: one
+			 * at a time, in order (they share the position). */
+			bool first = e->file_head == NULL;
+			_sq_io_list_push(&e->file_head, &e->file_tail, op);
+			if (first)
 				_sq_io_file_submit(op);
-			}
-			ch->file_tail = op;
 		}
 		return;
 	}
 	if (op->kind == SQ_IO_OP_READ) {
-		bool first = ch->rd_head == NULL;
-		if (ch->rd_tail)
-			ch->rd_tail->next = op;
-		else
-			ch->rd_head = op;
-		ch->rd_tail = op;
+		bool first = e->rd_head == NULL;
+		_sq_io_list_push(&e->rd_head, &e->rd_tail, op);
 		/* Read directly only while no source exists (see the top);
 		 * after end of file the source never fires again. */
-		if (first && (ch->rs == NULL || ch->rd_eof))
-			_sq_io_stream_read(ch);
+		if (first && (e->rs == NULL || e->rd_eof))
+			_sq_io_stream_read(e);
 		else if (first)
-			_sq_io_source_set(ch->rs, &ch->rs_on, true);
+			_sq_io_source_set(e->rs, &e->rs_on, true);
 	} else {
-		bool first = ch->wr_head == NULL;
-		if (ch->wr_tail)
-			ch->wr_tail->next = op;
-		else
-			ch->wr_head = op;
-		ch->wr_tail = op;
+		bool first = e->wr_head == NULL;
+		_sq_io_list_push(&e->wr_head, &e->wr_tail, op);
 		if (first)
-			_sq_io_stream_write(ch);
+			_sq_io_stream_write(e);
 	}
 }
 
-/* Starts waiting operations until a barrier must wait. */
+/* Starts waiting operations until a barrier must wait. Finishing an
+ * operation pumps its channel again: a nested call only asks this one to
+ * go round once more. */
 static void
 _sq_io_pump(struct sq_io_s *ch)
+{
+	if (ch->pumping) {
+		ch->pump_again = true;
+		return;
+	}
+	ch->pumping = true;
+	_sq_retain_internal(ch); /* finishing may drop the last reference */
+	do {
+		ch->pump_again = false;
+		_sq_io_pump_once(ch);
+	} while (ch->pump_again);
+	ch->pumping = false;
+	_sq_io_maybe_cleanup(ch);
+	_sq_release_internal(ch);
+}
+
+static void
+_sq_io_pump_once(struct sq_io_s *ch)
 {
 	struct sq_io_op_s *op;
 	while ((op = ch->wait_head) != NULL) {
@@ -1408,7 +1819,6 @@ _sq_io_pump(struct sq_io_s *ch)
 		}
 		_sq_io_start(op);
 	}
-	_sq_io_maybe_cleanup(ch);
 }
 
 static void
@@ -1420,6 +1830,10 @@ _sq_io_enqueue(void *ctx)
 	if (ch->closed && op->kind != SQ_IO_OP_BARRIER) {
 		/* Issued after sq_io_close. */
 		_sq_io_op_finish(op, ECANCELED, false);
+		return;
+	}
+	if (op->kind == SQ_IO_OP_READ && op->length == 0) {
+		_sq_io_op_finish(op, 0, false); /* nothing to wait for */
 		return;
 	}
 	if (ch->wait_tail)
@@ -1449,22 +1863,20 @@ _sq_io_op_new(struct sq_io_s *ch, enum sq_io_op_kind kind, sq_queue_t queue,
 	_sq_retain_internal(ch); /* released by _sq_io_op_free */
 	if (kind != SQ_IO_OP_BARRIER) {
 		/* Calls of one operation must not overlap: a serial queue,
-		 * the program's own when it is one. */
-		if (_sq_queue_is_serial(queue)) {
-			sq_retain(queue);
+		 * the program's own when it is one, else one made on it
+		 * when a second call is due (see _sq_io_deliver). */
+		sq_retain(queue);
+		if (_sq_queue_is_serial(queue))
 			op->dq = queue;
-		} else {
-			op->dq = sq_queue_create_with_target(
-					"com.swiftqueues.io.handler", NULL,
-					queue);
-		}
+		else
+			op->tq = queue;
 	}
 	return op;
 }
 
-void
-sq_io_read_f(sq_io_t ch, off_t offset, size_t length, sq_queue_t queue,
-		void *ctx, sq_io_handler_function_t handler)
+static void
+_sq_io_read(sq_io_t ch, off_t offset, size_t length, sq_queue_t queue,
+		void *ctx, sq_io_handler_function_t handler, bool partial)
 {
 	_sq_object_validate("sq_io_read", ch);
 	_sq_object_validate("sq_io_read", queue);
@@ -1474,11 +1886,15 @@ sq_io_read_f(sq_io_t ch, off_t offset, size_t length, sq_queue_t queue,
 	op->offset = offset;
 	op->length = length;
 	op->pending = sq_data_empty;
-	if (length == 0) {
-		_sq_io_op_finish(op, 0, false);
-		return;
-	}
+	op->partial = partial;
 	sq_async_f(ch->q, op, _sq_io_enqueue);
+}
+
+void
+sq_io_read_f(sq_io_t ch, off_t offset, size_t length, sq_queue_t queue,
+		void *ctx, sq_io_handler_function_t handler)
+{
+	_sq_io_read(ch, offset, length, queue, ctx, handler, false);
 }
 
 void
@@ -1534,7 +1950,7 @@ _sq_io_update_timer(void *ctx)
 		ch->timer_interval = interval;
 		if (ch->timer != NULL && interval == 0) {
 			bool on = true;
-			_sq_io_source_drop(ch, &ch->timer, &on);
+			_sq_io_source_drop(&ch->timer, &on);
 		} else if (interval != 0) {
 			if (ch->timer == NULL) {
 				ch->timer = _sq_io_source(ch,
@@ -1568,9 +1984,7 @@ _sq_io_maybe_cleanup(struct sq_io_s *ch)
 	if (!ch->cleaning) {
 		ch->cleaning = true;
 		bool on = true;
-		_sq_io_source_drop(ch, &ch->rs, &ch->rs_on);
-		_sq_io_source_drop(ch, &ch->ws, &ch->ws_on);
-		_sq_io_source_drop(ch, &ch->timer, &on);
+		_sq_io_source_drop(&ch->timer, &on);
 	}
 	if (ch->sources_live > 0 || ch->cleaned)
 		return;
@@ -1589,7 +2003,7 @@ _sq_io_maybe_cleanup(struct sq_io_s *ch)
 	if (ch->fde != NULL)
 		_sq_io_fd_detach(ch);
 	else
-		sq_async_f(ch->cleanup_q, ch, _sq_io_cleanup_run);
+		_sq_io_cleanup_ready(ch);
 }
 
 static void
@@ -1607,29 +2021,27 @@ _sq_io_stop_on_q(void *ctx)
 	struct sq_io_s *ch = ctx;
 	ch->closed = true;
 	ch->stopped = true;
-	/* Waiting operations: they will see `stopped` and cancel. */
-	while (ch->rd_head)
-		_sq_io_stream_read_done(ch, ECANCELED);
-	while (ch->wr_head)
-		_sq_io_stream_write_done(ch, ECANCELED);
+	_sq_retain_internal(ch); /* finishing may drop the last reference */
+	ch->pumping = true; /* once, at the end */
 	for (struct sq_io_op_s *op = ch->active; op; op = op->anext)
 		op->stop = true; /* on the I/O threads: ends when back */
-	if (ch->type == SQ_IO_STREAM && ch->file_head) {
-		/* Queued behind the one in flight: end them now. */
-		struct sq_io_op_s *op = ch->file_head->next;
-		ch->file_head->next = NULL;
-		ch->file_tail = ch->file_head;
-		while (op) {
-			struct sq_io_op_s *next = op->next;
-			_sq_io_op_finish(op, ECANCELED, true);
-			op = next;
-		}
+	struct sq_io_fd_s *e = ch->fde;
+	if (e != NULL && ch->setup_done) {
+		/* Its operations in the entry's lists (other channels' stay):
+		 * they end now, but one in flight on a file, which ends when
+		 * it comes back. */
+		_sq_io_list_cancel(&e->rd_head, &e->rd_tail, ch, false);
+		_sq_io_list_cancel(&e->wr_head, &e->wr_tail, ch, false);
+		_sq_io_list_cancel(&e->file_head, &e->file_tail, ch,
+				e->file_head != NULL && e->file_head->inflight);
+		if (e->rs)
+			_sq_io_source_set(e->rs, &e->rs_on, e->rd_head != NULL);
+		if (e->ws)
+			_sq_io_source_set(e->ws, &e->ws_on, e->wr_head != NULL);
 	}
-	if (ch->rs)
-		_sq_io_source_set(ch->rs, &ch->rs_on, false);
-	if (ch->ws)
-		_sq_io_source_set(ch->ws, &ch->ws_on, false);
+	ch->pumping = false;
 	_sq_io_pump(ch);
+	_sq_release_internal(ch);
 	_sq_release_internal(ch);
 }
 
@@ -1637,6 +2049,10 @@ void
 sq_io_close(sq_io_t ch, sq_io_close_flags_t flags)
 {
 	_sq_object_validate("sq_io_close", ch);
+	/* Relaxed: only whether a close was posted (see the last release). */
+	if (__atomic_exchange_n(&ch->close_posted, true, __ATOMIC_RELAXED) &&
+			!(flags & SQ_IO_STOP))
+		return; /* closing already: nothing more to do */
 	_sq_retain_internal(ch);
 	sq_async_f(ch->q, ch, (flags & SQ_IO_STOP) ? _sq_io_stop_on_q
 			: _sq_io_close_on_q);
@@ -1714,7 +2130,11 @@ sq_read_f(sq_fd_t fd, size_t length, sq_queue_t queue, void *ctx,
 	struct sq_io_simple_s *s = _sq_io_simple(fd, queue, ctx);
 	s->rfn = handler;
 	s->data = sq_data_empty;
-	sq_io_read_f(s->ch, 0, length, queue, s, _sq_io_simple_read);
+	/* One handler call with everything: the channel gathers (no
+	 * delivery before the end), and a stream read ends with what is
+	 * there when the descriptor would block. */
+	sq_io_set_low_water(s->ch, SIZE_MAX);
+	_sq_io_read(s->ch, 0, length, queue, s, _sq_io_simple_read, true);
 }
 
 void

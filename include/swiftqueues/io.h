@@ -26,9 +26,19 @@
  * operations are over, the cleanup handler runs once with the channel's
  * error (0, or why the descriptor could not be used); from then on the
  * descriptor belongs to the caller again (the channel restores its flags;
- * a channel made from a path closes the file it opened). Channels that
- * share a descriptor (sq_io_create_with_io) hand it back together: their
- * cleanup handlers run once the last of them is done with it.
+ * a channel made from a path closes the file it opened). The cleanup
+ * handler runs only after every call of every handler of the channel's
+ * operations has returned, whatever queues they run on.
+ *
+ * One descriptor, one order. Every channel made on a descriptor (by
+ * sq_io_create, by sq_read / sq_write, or by sq_io_create_with_io from
+ * such a channel) shares it: operations issued on the descriptor, through
+ * any of these channels, are performed in the order they were issued (one
+ * serial path per direction on pipes and sockets; one at a time on a
+ * regular file read or written as a stream, as they share the file
+ * position). The descriptor's flags are changed once (O_NONBLOCK for a
+ * stream) and restored once, by the last of them to finish; their
+ * cleanup handlers run once that last one is done with it.
  *
  * Open files. Channels made from a path open their file lazily, and at
  * most SQ_IO_MAX_OPEN_FILES of those files are open at once (default: half
@@ -149,6 +159,9 @@ sq_io_create_with_io_f(sq_io_type_t type, sq_io_t channel,
  * Reads `length` bytes (SIZE_MAX: to end of file) at `offset` (random
  * access; ignored for streams), calling handler(context, ...) on `queue`
  * as the bytes arrive. Calls of one operation never overlap, in order.
+ * A random-access offset that is negative ends the operation with EINVAL;
+ * one that, added to the channel's starting position, lies past OFF_MAX
+ * ends it with EOVERFLOW (as does a write that would end past OFF_MAX).
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -210,9 +223,15 @@ void
 sq_io_set_interval(sq_io_t channel, uint64_t interval,
 		sq_io_interval_flags_t flags);
 
-/*! Reads `length` bytes (SIZE_MAX: to end of file) from `fd` and calls
- * handler(context, data, error) once on `queue`. `fd` is the caller's
- * again when the handler runs. */
+/*! Reads up to `length` bytes (SIZE_MAX: to end of file) from `fd` and
+ * calls handler(context, data, error) once on `queue`. On a regular file
+ * it reads `length` bytes or up to end of file. On a pipe, socket or tty
+ * (as libdispatch) it waits for the first bytes, then ends with what it
+ * has read as soon as the descriptor would block: a request/response
+ * exchange gets the response that is there, not a wait for `length`
+ * bytes or end of file; read again for more. `fd` is the caller's again
+ * (its flags restored) when the handler runs. Calls on one descriptor
+ * are performed in the order they were made. */
 typedef void (*sq_read_function_t)(void *SQ_NULLABLE context,
 		sq_data_t data, int error);
 SQ_EXPORT SQ_NOTHROW
@@ -221,7 +240,9 @@ sq_read_f(sq_fd_t fd, size_t length, sq_queue_t queue,
 		void *SQ_NULLABLE context, sq_read_function_t handler);
 
 /*! Writes `data` to `fd`, then calls handler(context, unwritten, error)
- * once on `queue` (unwritten: NULL when everything was written). */
+ * once on `queue` (unwritten: NULL when everything was written). Writes
+ * (and reads) on one descriptor are performed in the order they were
+ * made. */
 typedef void (*sq_write_function_t)(void *SQ_NULLABLE context,
 		sq_data_t SQ_NULLABLE unwritten, int error);
 SQ_EXPORT SQ_NOTHROW

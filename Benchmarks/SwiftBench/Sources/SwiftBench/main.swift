@@ -281,6 +281,9 @@ func runAll() -> [Row] {
     rows.add(compare("actor round trip: WorkQueue vs DispatchQueue executor", ops: calls,
         ours: { roundTrips(queueActor, calls: calls) },
         theirs: { roundTrips(dispatchActor, calls: calls) }))
+
+    // Many small files (FileHashing.swift).
+    rows.append(contentsOf: fileHashingRows())
     return rows
 }
 
