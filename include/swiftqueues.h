@@ -25,5 +25,6 @@
 #include <swiftqueues/source.h>
 #include <swiftqueues/data.h>
 #include <swiftqueues/io.h>
+#include <swiftqueues/executor.h>
 
 #endif /* SWIFTQUEUES_H */

@@ -1,0 +1,55 @@
+/*
+ * SwiftQueues as the global executor of Swift concurrency.
+ *
+ * The Swift concurrency runtime (libswift_Concurrency) lets a process
+ * replace its executors through hook variables. sq_swift_executor_install
+ * sets them so that every task job runs on SwiftQueues' root queues (job
+ * priority picks the queue), delayed jobs (Task.sleep) on the event loop's
+ * timers, and main-actor jobs on the main queue, which an async main drains.
+ * The Swift module calls it from WorkQueue.installAsGlobalExecutor(); a C
+ * program has no use for it.
+ */
+#ifndef SWIFTQUEUES_EXECUTOR_H
+#define SWIFTQUEUES_EXECUTOR_H
+
+#include <swiftqueues/base.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+SQ_ASSUME_NONNULL_BEGIN
+
+/*! A Swift executor reference (the two words of UnownedSerialExecutor). */
+typedef struct {
+	void *SQ_NULLABLE identity;
+	uintptr_t implementation;
+} sq_swift_executor_ref_t;
+
+/*!
+ * Installs the hooks. `main_executor` is the executor the main actor is to
+ * run on (the Swift object of the main queue as a SerialExecutor). Returns
+ * true if the hooks are ours (now or from an earlier call), false if
+ * nothing was changed: no Swift concurrency runtime in the process, another
+ * hook already set, or called from inside a task (too late: tasks already
+ * run on the default executor).
+ */
+SQ_EXPORT SQ_NOTHROW
+bool
+sq_swift_executor_install(sq_swift_executor_ref_t main_executor);
+
+/*! Whether sq_swift_executor_install succeeded in this process. */
+SQ_EXPORT SQ_NOTHROW
+bool
+sq_swift_executor_installed(void);
+
+/*!
+ * Runs a Swift job on the generic executor (no actor isolation) on the
+ * calling thread. The function behind every global job; exposed so that the
+ * Swift module can run a job in place (cheap actor hops).
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_swift_job_run_generic(void *job);
+
+SQ_ASSUME_NONNULL_END
+
+#endif /* SWIFTQUEUES_EXECUTOR_H */
