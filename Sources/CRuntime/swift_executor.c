@@ -127,12 +127,85 @@ _sq_main_executor_get(void)
 	return _sq_main_executor;
 }
 
-/* ---- Running jobs --------------------------------------------------------- */
+/* ---- Running jobs, and hops run in place ----------------------------------
+ *
+ * A task that hops from the pool into an actor on a serial queue enqueues
+ * itself on the queue and gives up its thread; with plain submission the
+ * queue's drain goes through the pool (another thread, usually woken) and
+ * the way back too: two hand-offs per call. Instead, when the job enqueued
+ * is the very job this thread is running (the task is leaving), the
+ * submission is deferred to the moment that job returns, and then, if the
+ * queue is idle, its job runs right here as the queue's work (the sync fast
+ * path, so the queue's isolation holds). The task's hop back to the pool is
+ * deferred the same way and runs here next. Only the leaving task's own job
+ * is ever deferred, so nothing waits behind work still running, and a
+ * chain of such hops is cut after SQ_HOP_BUDGET to let the pool's other
+ * work through.
+ */
+
+#define SQ_HOP_BUDGET 256
+
+struct sq_deferred_s {
+	void *job;          /* NULL: nothing deferred */
+	sq_queue_t queue;   /* NULL: back to the pool (generic executor) */
+	sq_function_t func;
+};
+
+/* Per thread; only the owning thread reads or writes them. */
+static SQ_TLS void *_sq_running_job;   /* the job our runner is in */
+static SQ_TLS bool _sq_running_in_place; /* ... and it was a deferred hop */
+static SQ_TLS struct sq_deferred_s _sq_deferred;
+
+static void _sq_swift_run_on_pool(void *job);
+
+static void
+_sq_run_deferred(void)
+{
+	for (int budget = SQ_HOP_BUDGET; _sq_deferred.job != NULL; budget--) {
+		struct sq_deferred_s d = _sq_deferred;
+		_sq_deferred.job = NULL;
+		if (budget == 0) {
+			if (d.queue != NULL)
+				sq_async_f(d.queue, d.job, d.func);
+			else
+				_sq_swift_run_on_pool(d.job);
+			return;
+		}
+		_sq_running_job = d.job;
+		_sq_running_in_place = true;
+		bool ran = true;
+		if (d.queue == NULL)
+			swift_job_run(d.job, (sq_executor_ref_s){ NULL, 0 });
+		else
+			ran = _sq_queue_try_run_here_f(d.queue, d.job, d.func);
+		_sq_running_job = NULL;
+		_sq_running_in_place = false;
+		if (!ran)
+			sq_async_f(d.queue, d.job, d.func);
+	}
+}
 
 void
 sq_swift_job_run_generic(void *job)
 {
+	void *outer = _sq_running_job;
+	bool outer_in_place = _sq_running_in_place;
+	_sq_running_job = job;
+	_sq_running_in_place = false;
 	swift_job_run(job, (sq_executor_ref_s){ NULL, 0 });
+	_sq_running_job = outer;
+	_sq_running_in_place = outer_in_place;
+	if (outer == NULL)
+		_sq_run_deferred();
+}
+
+bool
+sq_swift_defer_async_f(sq_queue_t queue, void *job, sq_function_t func)
+{
+	if (job != _sq_running_job || _sq_deferred.job != NULL)
+		return false;
+	_sq_deferred = (struct sq_deferred_s){ job, queue, func };
+	return true;
 }
 
 static void
@@ -162,11 +235,24 @@ _sq_swift_root_for(void *job)
 
 /* ---- Hooks ---------------------------------------------------------------- */
 
+static void
+_sq_swift_run_on_pool(void *job)
+{
+	sq_async_f(_sq_swift_root_for(job), job, sq_swift_job_run_generic);
+}
+
 static SQ_SWIFTCC void
 _sq_hook_enqueue_global(void *job, sq_enqueue_orig_t orig)
 {
 	(void)orig;
-	sq_async_f(_sq_swift_root_for(job), job, sq_swift_job_run_generic);
+	/* A task coming back from a queue actor we ran in place: continue it
+	 * here once the actor's job returns. */
+	if (_sq_running_in_place && job == _sq_running_job &&
+			_sq_deferred.job == NULL) {
+		_sq_deferred = (struct sq_deferred_s){ job, NULL, NULL };
+		return;
+	}
+	_sq_swift_run_on_pool(job);
 }
 
 static SQ_SWIFTCC void

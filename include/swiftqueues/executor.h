@@ -13,6 +13,7 @@
 #define SWIFTQUEUES_EXECUTOR_H
 
 #include <swiftqueues/base.h>
+#include <swiftqueues/queue.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -43,12 +44,22 @@ sq_swift_executor_installed(void);
 
 /*!
  * Runs a Swift job on the generic executor (no actor isolation) on the
- * calling thread. The function behind every global job; exposed so that the
- * Swift module can run a job in place (cheap actor hops).
+ * calling thread: the function behind every job on the root queues.
  */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_swift_job_run_generic(void *job);
+
+/*!
+ * For a SerialExecutor's enqueue: if `job` is the job the calling thread is
+ * running for the installed executor (the task is leaving it), records
+ * `sq_async_f(queue, job, func)` to be done when that job returns — run in
+ * place if `queue` is then idle — and returns true. Otherwise returns false
+ * and the caller submits as usual.
+ */
+SQ_EXPORT SQ_NOTHROW
+bool
+sq_swift_defer_async_f(sq_queue_t queue, void *job, sq_function_t func);
 
 SQ_ASSUME_NONNULL_END
 

@@ -151,7 +151,9 @@ func runChild(install: Bool) -> Never {
     Task.detached {
         // One warm-up pass of a smaller task group starts the threads.
         await withTaskGroup(of: Void.self) { g in for _ in 0..<1000 { g.addTask {} } }
-        for workload in workloads {
+        // ONLY=<text>: just the workloads whose name contains it (profiling).
+        let only = getenv("ONLY").map { String(cString: $0) }
+        for workload in workloads where only.map(workload.name.contains) ?? true {
             let cpu0 = cpuMilliseconds()
             let figure = await workload.run()
             let cpu = cpuMilliseconds() - cpu0
