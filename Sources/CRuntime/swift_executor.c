@@ -94,38 +94,11 @@ extern SQ_SWIFTCC void swift_job_run(void *job, sq_executor_ref_s executor)
 		__attribute__((weak));
 extern SQ_SWIFTCC void *swift_task_getCurrent(void) __attribute__((weak));
 
-/* The Swift module's WorkQueue.main as an executor (a @_cdecl function in
- * GlobalExecutor.swift); absent in C-only programs. */
-extern sq_swift_executor_ref_t _sq_swift_main_executor_ref(void)
-		__attribute__((weak));
-
 /* ---- State ---------------------------------------------------------------- */
 
 static sq_executor_ref_s _sq_main_executor;
-static sq_once_t _sq_main_executor_once;
 static bool _sq_installed;
 static sq_spinlock_t _sq_install_lock = SQ_SPINLOCK_INIT;
-
-/* Installation from the environment happens before Swift code may run, so
- * the main executor is asked of the Swift module on first use instead. */
-static void
-_sq_main_executor_fetch(void *unused)
-{
-	(void)unused;
-	if (_sq_main_executor.identity == NULL) {
-		sq_swift_executor_ref_t r = _sq_swift_main_executor_ref();
-		_sq_main_executor = (sq_executor_ref_s){ r.identity,
-				r.implementation };
-	}
-}
-
-static inline sq_executor_ref_s
-_sq_main_executor_get(void)
-{
-	/* Acquire in sq_once_f's fast path: the fetched value is visible. */
-	sq_once_f(&_sq_main_executor_once, NULL, _sq_main_executor_fetch);
-	return _sq_main_executor;
-}
 
 /* ---- Running jobs, and hops run in place ----------------------------------
  *
@@ -211,7 +184,7 @@ sq_swift_defer_async_f(sq_queue_t queue, void *job, sq_function_t func)
 static void
 _sq_swift_run_main(void *job)
 {
-	swift_job_run(job, _sq_main_executor_get());
+	swift_job_run(job, _sq_main_executor);
 }
 
 /* Job priority (Swift's TaskPriority raw value) -> root queue: userInitiated
@@ -239,6 +212,12 @@ static void
 _sq_swift_run_on_pool(void *job)
 {
 	sq_async_f(_sq_swift_root_for(job), job, sq_swift_job_run_generic);
+}
+
+void
+sq_swift_enqueue_task_job(void *job, sq_function_t func)
+{
+	sq_async_f(_sq_swift_root_for(job), job, func);
 }
 
 static SQ_SWIFTCC void
@@ -315,7 +294,7 @@ static SQ_SWIFTCC sq_executor_ref_s
 _sq_hook_get_main(sq_getmain_orig_t orig)
 {
 	(void)orig;
-	return _sq_main_executor_get();
+	return _sq_main_executor;
 }
 
 static SQ_SWIFTCC bool
@@ -323,7 +302,7 @@ _sq_hook_is_main(void *identity, uintptr_t implementation, sq_ismain_orig_t o)
 {
 	(void)implementation;
 	(void)o;
-	return identity == _sq_main_executor_get().identity;
+	return identity == _sq_main_executor.identity;
 }
 
 static SQ_SWIFTCC void
@@ -345,8 +324,7 @@ sq_swift_executor_installed(void)
 bool
 sq_swift_executor_install(sq_swift_executor_ref_t main_executor)
 {
-	if (!SQ_SWIFT_HOOKS_SUPPORTED || (main_executor.identity == NULL
-			&& _sq_swift_main_executor_ref == NULL)
+	if (!SQ_SWIFT_HOOKS_SUPPORTED || main_executor.identity == NULL
 			|| &swift_task_enqueueGlobal_hook == NULL
 			|| &swift_task_enqueueGlobalWithDelay_hook == NULL
 			|| &swift_task_enqueueGlobalWithDeadline_hook == NULL
@@ -366,7 +344,6 @@ sq_swift_executor_install(sq_swift_executor_ref_t main_executor)
 			&& swift_task_getMainExecutor_hook == NULL
 			&& swift_task_isMainExecutor_hook == NULL
 			&& swift_task_asyncMainDrainQueue_hook == NULL) {
-		/* NULL identity: fetched from the Swift module on first use. */
 		_sq_main_executor = (sq_executor_ref_s){
 			main_executor.identity, main_executor.implementation };
 		/* Release stores: a thread that sees a hook also sees the main
@@ -393,6 +370,9 @@ sq_swift_executor_install(sq_swift_executor_ref_t main_executor)
 	return ok;
 }
 
+/* WorkQueue.installAsGlobalExecutor(), from the Swift module. */
+extern void _sq_swift_install_from_environment(void) __attribute__((weak));
+
 /* SWIFTQUEUES_GLOBAL_EXECUTOR=1 installs the executor as the program loads,
  * before any main runs: the one way to have an async main (or a test
  * runner) start on SwiftQueues without code changes. */
@@ -401,6 +381,6 @@ _sq_swift_executor_from_environment(void)
 {
 	const char *value = getenv("SWIFTQUEUES_GLOBAL_EXECUTOR");
 	if (value != NULL && strcmp(value, "1") == 0
-			&& _sq_swift_main_executor_ref != NULL)
-		sq_swift_executor_install((sq_swift_executor_ref_t){ NULL, 0 });
+			&& _sq_swift_install_from_environment != NULL)
+		_sq_swift_install_from_environment();
 }

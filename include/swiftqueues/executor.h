@@ -51,6 +51,14 @@ void
 sq_swift_job_run_generic(void *job);
 
 /*!
+ * Submits a Swift job to the root queue of its priority, to be run by
+ * `func(job)`.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_swift_enqueue_task_job(void *job, sq_function_t func);
+
+/*!
  * For a SerialExecutor's enqueue: if `job` is the job the calling thread is
  * running for the installed executor (the task is leaving it), records
  * `sq_async_f(queue, job, func)` to be done when that job returns — run in
