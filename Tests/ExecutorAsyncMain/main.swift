@@ -3,53 +3,47 @@
 // installs the executor as the program loads, before main's task exists),
 // and once without it (then installing from main is too late).
 
+import SwiftQueues
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
-import SwiftQueues
 
-/// Whether the calling thread is the process's main thread (its kernel
-/// thread id is the process id).
-private func isMainThread() -> Bool {
-    var buffer = [CChar](repeating: 0, count: 64)
-    let n = readlink("/proc/thread-self", &buffer, buffer.count - 1)
-    guard n > 0 else { return false }
-    let link = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    return link.hasSuffix("/task/\(getpid())")
+/// Ends the program with status 1 and a message unless `condition` holds.
+private func require(_ condition: Bool, _ message: String) {
+    guard !condition else { return }
+    print("FAIL: \(message)")
+    exit(1)
 }
 
-private func check(_ condition: Bool, _ message: String) {
-    if !condition {
-        print("FAIL: \(message)")
-        exit(1)
-    }
-}
+/// Whether the calling thread runs main-queue work (so: the main thread).
+private func onMainQueue() -> Bool { WorkQueue.currentLabel == WorkQueue.main.label }
 
 @main struct ExecutorAsyncMain {
     @MainActor static func main() async {
         if getenv("SWIFTQUEUES_GLOBAL_EXECUTOR") == nil {
-            check(!WorkQueue.installAsGlobalExecutor(), "install from async main returned true")
+            require(!WorkQueue.installAsGlobalExecutor(), "install from async main returned true")
             await withTaskGroup(of: Void.self) { group in
                 for _ in 0..<100 { group.addTask {} }
             }
             print("async-main-too-late: install returned false; tasks still ran")
             return
         }
-        check(WorkQueue.isGlobalExecutor, "not installed from the environment")
-        check(isMainThread(), "async main off the main thread")
+        require(WorkQueue.isGlobalExecutor, "not installed from the environment")
+        // main's first job runs on the main thread directly; every later
+        // one is main-queue work.
         // MainActor and WorkQueue.main are one serial context.
         let ran = await withCheckedContinuation { continuation in
             WorkQueue.main.async {
-                MainActor.assumeIsolated { continuation.resume(returning: isMainThread()) }
+                MainActor.assumeIsolated { continuation.resume(returning: onMainQueue()) }
             }
         }
-        check(ran, "WorkQueue.main work off the main thread")
+        require(ran, "WorkQueue.main work off the main queue")
         let label = await Task.detached { WorkQueue.currentLabel }.value
-        check(label == WorkQueue.global(.default).label, "detached task ran on '\(label)'")
+        require(label == WorkQueue.global(.default).label, "detached task ran on '\(label)'")
         try? await Task.sleep(for: .milliseconds(2))
-        check(isMainThread(), "resumed off the main thread after sleep")
+        require(onMainQueue(), "resumed off the main queue after sleep")
         print("async-main: main drained WorkQueue.main; MainActor isolated there")
     }
 }

@@ -12,15 +12,8 @@ import Musl
 #endif
 import SwiftQueues
 
-/// Whether the calling thread is the process's main thread (its kernel
-/// thread id is the process id).
-private func isMainThread() -> Bool {
-    var buffer = [CChar](repeating: 0, count: 64)
-    let n = readlink("/proc/thread-self", &buffer, buffer.count - 1)
-    guard n > 0 else { return false }
-    let link = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    return link.hasSuffix("/task/\(getpid())")
-}
+/// Whether the calling thread runs main-queue work (so: the main thread).
+private func onMainQueue() -> Bool { WorkQueue.currentLabel == WorkQueue.main.label }
 
 private func fail(_ message: String) -> Never {
     print("FAIL: \(message)")
@@ -30,9 +23,6 @@ private func fail(_ message: String) -> Never {
 private func check(_ condition: Bool, _ message: String) {
     if !condition { fail(message) }
 }
-
-/// Whether the calling thread is the process's main thread.
-private func onMainThread() -> Bool { isMainThread() }
 
 /// Runs `body` in a task and waits for it on this (the main) thread,
 /// draining the main queue meanwhile so main-actor work can run.
@@ -185,15 +175,15 @@ private func mainActorSyncMain() {
     // queue, and main-queue work is isolated to the main actor.
     let steps = AtomicCounter()
     Task { @MainActor in
-        check(onMainThread(), "MainActor task off the main thread")
+        check(onMainQueue(), "MainActor task off the main queue")
         steps.increment()
     }
     WorkQueue.main.async {
         MainActor.assumeIsolated { _ = steps.increment() }
     }
     Task.detached {
-        let onMain = await MainActor.run { onMainThread() }
-        check(onMain, "MainActor.run off the main thread")
+        let onMain = await MainActor.run { onMainQueue() }
+        check(onMain, "MainActor.run off the main queue")
         await WorkQueue.main.run { MainActor.assumeIsolated { _ = steps.increment() } }
         await MainActor.run { _ = steps.increment() }
     }
