@@ -161,15 +161,18 @@ _sq_run_deferred(void)
 void
 sq_swift_job_run_generic(void *job)
 {
+	/* Saved and restored in case a job ever runs another one nested
+	 * (nothing in the runtime does today): what the inner job deferred
+	 * runs when it returns, not when the outer one does. */
 	void *outer = _sq_running_job;
 	bool outer_in_place = _sq_running_in_place;
 	_sq_running_job = job;
 	_sq_running_in_place = false;
 	swift_job_run(job, (sq_executor_ref_s){ NULL, 0 });
+	_sq_running_job = NULL;
+	_sq_run_deferred();
 	_sq_running_job = outer;
 	_sq_running_in_place = outer_in_place;
-	if (outer == NULL)
-		_sq_run_deferred();
 }
 
 bool
