@@ -10,22 +10,13 @@ import Foundation
 import SwiftQueues
 
 @Suite struct GlobalExecutorTests {
+    /// Runs a check program without the executor installed from the
+    /// environment, unless `environment` says otherwise.
     static func run(_ program: String, _ arguments: [String] = [],
                     environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
-        let testBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        let process = Process()
-        process.executableURL = testBinary.deletingLastPathComponent().appendingPathComponent(program)
-        process.arguments = arguments
-        var env = ProcessInfo.processInfo.environment
-        env["SWIFTQUEUES_GLOBAL_EXECUTOR"] = nil
-        env.merge(environment) { $1 }
-        process.environment = env
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        var env: [String: String?] = ["SWIFTQUEUES_GLOBAL_EXECUTOR": nil]
+        for (key, value) in environment { env[key] = value }
+        return try runTestProgram(program, arguments, environment: env)
     }
 
     @Test func jobPrioritiesPickTheRootQueues() throws {
@@ -82,4 +73,24 @@ import SwiftQueues
         #expect(WorkQueue.installAsGlobalExecutor() == before)
         #expect(WorkQueue.isGlobalExecutor == before)
     }
+}
+
+/// Runs a program built next to the test binary (a check program the tests
+/// start), with `environment` changes (nil removes a variable), and returns
+/// its exit status and standard output.
+func runTestProgram(_ program: String, _ arguments: [String],
+                    environment: [String: String?] = [:]) throws -> (status: Int32, output: String) {
+    let testBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+    let process = Process()
+    process.executableURL = testBinary.deletingLastPathComponent().appendingPathComponent(program)
+    process.arguments = arguments
+    var env = ProcessInfo.processInfo.environment
+    for (key, value) in environment { env[key] = value }
+    process.environment = env
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
 }
