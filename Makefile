@@ -189,6 +189,8 @@ bench: lib
 	  --scratch-path $(CURDIR)/.build-bench-swift SwiftBench
 	$(SWIFT) run -c release --package-path Benchmarks/OperationQueueBench \
 	  --scratch-path $(CURDIR)/.build-bench-ops OperationQueueBench
+	$(SWIFT) run -c release --package-path Benchmarks/ExecutorBench \
+	  --scratch-path $(CURDIR)/.build-bench-executor ExecutorBench
 
 demo: lib
 	@mkdir -p $(BUILD)/examples

@@ -44,6 +44,18 @@ let package = Package(
             dependencies: ["SwiftQueues"],
             path: "Tests/MainQueueChecks"
         ),
+        // Programs the global-executor tests start: installing the executor
+        // is once per process, and main-actor checks need the main thread.
+        .executableTarget(
+            name: "ExecutorChecks",
+            dependencies: ["SwiftQueues"],
+            path: "Tests/ExecutorChecks"
+        ),
+        .executableTarget(
+            name: "ExecutorAsyncMain",
+            dependencies: ["SwiftQueues"],
+            path: "Tests/ExecutorAsyncMain"
+        ),
         .testTarget(
             name: "SwiftQueuesTests",
             dependencies: ["SwiftQueues"],

@@ -26,5 +26,6 @@
 #include <swiftqueues/source.h>
 #include <swiftqueues/data.h>
 #include <swiftqueues/io.h>
+#include <swiftqueues/executor.h>
 
 #endif /* SWIFTQUEUES_H */

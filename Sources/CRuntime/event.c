@@ -447,8 +447,8 @@ _sq_after_schedule(struct sq_loop_node_s *node)
 }
 
 static void
-_sq_after(sq_time_t when, sq_queue_t queue, void *ctx, sq_function_t func,
-		sq_workitem_t item)
+_sq_after(sq_time_t when, uint64_t leeway, sq_queue_t queue, void *ctx,
+		sq_function_t func, sq_workitem_t item)
 {
 	_sq_object_validate(item ? "sq_after_workitem" : "sq_after_f", queue);
 	if (when == SQ_TIME_FOREVER) {
@@ -475,7 +475,10 @@ _sq_after(sq_time_t when, sq_queue_t queue, void *ctx, sq_function_t func,
 	a->timer.clock = (when & SQ_TIME_WALL_FLAG) ? SQ_CLOCK_WALL
 			: SQ_CLOCK_MONOTONIC;
 	a->timer.deadline = when & ~SQ_TIME_WALL_FLAG;
-	a->timer.latest = a->timer.deadline; /* on time: no leeway */
+	/* sq_after_f is on time (no leeway); Swift's Task.sleep passes its
+	 * tolerance through _sq_after_leeway_f. */
+	a->timer.latest = a->timer.deadline + leeway < a->timer.deadline
+			? UINT64_MAX : a->timer.deadline + leeway;
 	a->node.kind = SQ_LOOP_AFTER;
 	a->queue = queue;
 	a->ctx = ctx;
@@ -489,7 +492,15 @@ void
 sq_after_f(sq_time_t when, sq_queue_t queue, void *ctx, sq_function_t func)
 {
 	_SQ_REQUIRE_FUNCTION("sq_after_f", func);
-	_sq_after(when, queue, ctx, func, NULL);
+	_sq_after(when, 0, queue, ctx, func, NULL);
+}
+
+void
+_sq_after_leeway_f(sq_time_t when, uint64_t leeway, sq_queue_t queue,
+		void *ctx, sq_function_t func)
+{
+	_SQ_REQUIRE_FUNCTION("sq_after_f", func);
+	_sq_after(when, leeway, queue, ctx, func, NULL);
 }
 
 void
@@ -497,7 +508,7 @@ sq_after_workitem(sq_time_t when, sq_queue_t queue, sq_workitem_t item)
 {
 	_sq_object_validate("sq_after_workitem", item);
 	sq_retain(item);
-	_sq_after(when, queue, NULL, NULL, item);
+	_sq_after(when, 0, queue, NULL, NULL, item);
 }
 
 /* ---- fork ---------------------------------------------------------------- */

@@ -948,6 +948,25 @@ _sq_sync_handoff(struct sq_cont_s *c)
 	_sq_sync_cont_release(sc);
 }
 
+/* Runs func(ctx) on the calling thread as q's work if q is a serial queue
+ * on a root queue with nothing queued or running (the sync fast path), and
+ * returns true; otherwise does nothing and returns false. For the Swift
+ * executor's hops into queue-backed actors (swift_executor.c). */
+bool
+_sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func)
+{
+	if (q->type != SQ_QUEUE_TYPE_SERIAL ||
+			!_sq_queue_is_root(_sq_queue_target(q)) ||
+			_sq_frame_find(q) != NULL || !_sq_serial_try_take(q))
+		return false;
+	struct sq_frame_s frame;
+	_sq_frame_push(&frame, q, true);
+	func(ctx);
+	_sq_frame_pop(&frame);
+	_sq_queue_relinquish(q);
+	return true;
+}
+
 static void
 _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 		sq_function_t func, bool barrier)

@@ -209,6 +209,9 @@ SQ_INTERNAL void _sq_pool_init(void);
 
 /* Submits a job to a root queue. */
 SQ_INTERNAL void _sq_pool_push(int root_index, struct sq_job_s *job);
+/* Runs func(ctx) here as q's work if q (serial, on a root) is idle. */
+SQ_INTERNAL bool _sq_queue_try_run_here_f(sq_queue_t q, void *ctx,
+		sq_function_t func);
 
 /* The number of workers the pool aims to keep running (usable CPUs). */
 SQ_INTERNAL int _sq_pool_width(void);

@@ -90,8 +90,13 @@ extension WorkQueue: SerialExecutor, TaskExecutor {
     /// Submits a job of an actor running on this queue, or of a task that
     /// prefers this queue as its executor.
     public func enqueue(_ job: consuming ExecutorJob) {
-        let job = UnownedJob(job)
-        sq_async_f(raw, unsafeBitCast(job, to: UnsafeMutableRawPointer.self), runExecutorJob)
+        let job = unsafeBitCast(UnownedJob(job), to: UnsafeMutableRawPointer.self)
+        // With SwiftQueues as the global executor, a task leaving a pool
+        // thread for this queue runs here in place once it has left, if the
+        // queue is idle (see GlobalExecutor.swift).
+        if !sq_swift_defer_async_f(raw, job, runExecutorJob) {
+            sq_async_f(raw, job, runExecutorJob)
+        }
     }
 
     /// This queue as an actor's executor. Serial queues only: on a

@@ -9,17 +9,7 @@ import Foundation
 @Suite struct MainQueueTests {
     /// The checks program sits next to the test binary in the build folder.
     static func runChecks(_ mode: String) throws -> (status: Int32, output: String) {
-        let testBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        let program = testBinary.deletingLastPathComponent().appendingPathComponent("MainQueueChecks")
-        let process = Process()
-        process.executableURL = program
-        process.arguments = [mode]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        try runTestProgram("MainQueueChecks", [mode])
     }
 
     /// AT-DQ-21 at the Swift level: closures sent to the main queue run in

@@ -1,0 +1,228 @@
+// Checks of SwiftQueues as Swift concurrency's global executor, run by
+// GlobalExecutorTests.swift. Installation is once per process and must come
+// before the first task, so each mode is a run of this program: a
+// synchronous main that installs the executor first (except in `too-late`),
+// runs its checks and prints one line per check. Exit status 0 means every
+// check held.
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import SwiftQueues
+
+/// Whether the calling thread runs main-queue work (so: the main thread).
+private func onMainQueue() -> Bool { WorkQueue.currentLabel == WorkQueue.main.label }
+
+private func fail(_ message: String) -> Never {
+    print("FAIL: \(message)")
+    exit(1)
+}
+
+private func check(_ condition: Bool, _ message: String) {
+    if !condition { fail(message) }
+}
+
+/// Runs `body` in a task and waits for it on this (the main) thread,
+/// draining the main queue meanwhile so main-actor work can run.
+private func runAsync(_ body: @escaping @Sendable () async -> Void) {
+    let done = AtomicCounter()
+    Task.detached {
+        await body()
+        // The condition is looked at after main-queue work: send some.
+        WorkQueue.main.async { _ = done.increment() }
+    }
+    guard WorkQueue.runMain(until: { done.load() == 1 }, deadline: .now() + .seconds(30)) else {
+        fail("timed out")
+    }
+}
+
+private func install() {
+    check(WorkQueue.installAsGlobalExecutor(), "installAsGlobalExecutor returned false")
+    check(WorkQueue.installAsGlobalExecutor(), "a second call returned false")
+    check(WorkQueue.isGlobalExecutor, "isGlobalExecutor is false")
+}
+
+// MARK: - Modes
+
+private func priorities() {
+    install()
+    let cases: [(TaskPriority, WorkQueue.Priority)] = [
+        (.high, .high), (.userInitiated, .high), (.medium, .default),
+        (.utility, .low), (.low, .low), (.background, .background),
+    ]
+    for (taskPriority, queuePriority) in cases {
+        runAsync {
+            let task = Task.detached(priority: taskPriority) { WorkQueue.currentLabel }
+            let label = await task.value
+            check(label == WorkQueue.global(queuePriority).label,
+                  "priority \(taskPriority) ran on '\(label)'")
+        }
+    }
+    print("priorities: each TaskPriority ran on its root queue")
+}
+
+private enum Trace {
+    @TaskLocal static var id = 0
+}
+
+private func semantics() {
+    install()
+    runAsync {
+        // Task-local values reach child tasks and survive hops.
+        let seen = await Trace.$id.withValue(42) {
+            await withTaskGroup(of: Int.self) { group in
+                for _ in 0..<100 { group.addTask { Trace.id } }
+                return await group.reduce(0) { $0 + ($1 == 42 ? 1 : 0) }
+            }
+        }
+        check(seen == 100, "task-local seen by \(seen) of 100 children")
+        print("task-locals: 100 children saw the value")
+
+        // Cancellation: a cancelled task sees it, a group cancels children.
+        let task = Task { () -> Bool in
+            while !Task.isCancelled { await Task.yield() }
+            return true
+        }
+        task.cancel()
+        check(await task.value, "cancelled task did not see it")
+        print("cancellation: a spinning task saw cancel()")
+
+        // Task.sleep ends early with CancellationError when cancelled.
+        let start = ContinuousClock.now
+        let sleeper = Task { () -> Bool in
+            do {
+                try await Task.sleep(for: .seconds(30))
+                return false
+            } catch is CancellationError {
+                return true
+            } catch {
+                return false
+            }
+        }
+        try? await Task.sleep(for: .milliseconds(20))
+        sleeper.cancel()
+        check(await sleeper.value, "sleep was not cancelled")
+        check(ContinuousClock.now - start < .seconds(10), "cancelled sleep took too long")
+        print("sleep-cancellation: a 30 s sleep ended on cancel()")
+
+        // Task.sleep waits at least its duration (with tolerance too).
+        let t0 = ContinuousClock.now
+        try? await Task.sleep(for: .milliseconds(30), tolerance: .milliseconds(5))
+        check(ContinuousClock.now - t0 >= .milliseconds(30), "sleep returned early")
+        try? await Task.sleep(until: .now + .milliseconds(10), clock: .suspending)
+        print("sleep: waited at least the duration on both clocks")
+
+        // A task executor preference is still honoured, by child tasks too.
+        let queue = WorkQueue(label: "checks.preferred")
+        let label = await withTaskExecutorPreference(queue) {
+            async let child = WorkQueue.currentLabel
+            return await child
+        }
+        check(label == "checks.preferred", "preferred executor ignored: ran on '\(label)'")
+        print("executor-preference: child task ran on the preferred queue")
+    }
+}
+
+/// An actor isolated to a serial WorkQueue.
+private actor QueueCounter {
+    let queue: WorkQueue
+    var count = 0
+    init(queue: WorkQueue) { self.queue = queue }
+    nonisolated var unownedExecutor: UnownedSerialExecutor { queue.asUnownedSerialExecutor() }
+    func bump() -> Int {
+        queue.checkIsolated()   // stops the process unless on the queue
+        count += 1
+        return count
+    }
+}
+
+private func queueActors() {
+    install()
+    runAsync {
+        let queue = WorkQueue(label: "checks.actor")
+        let counter = QueueCounter(queue: queue)
+        // Many tasks hop in at once: every call isolated, none lost.
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask { for _ in 0..<2_000 { _ = await counter.bump() } }
+            }
+        }
+        check(await counter.bump() == 16_001, "lost or duplicated calls")
+        // Plain queue work and actor calls stay serialised with each other.
+        let interleaved = AtomicCounter()
+        for _ in 0..<1_000 {
+            queue.async { counter.assumeIsolated { _ = $0.count }; _ = interleaved.increment() }
+            _ = await counter.bump()
+        }
+        await queue.run {}
+        check(interleaved.load() == 1_000, "queue work lost")
+        // A busy queue: the call waits for the queue's work, then runs.
+        let gate = CountingSemaphore(value: 0)
+        queue.async { gate.wait() }
+        let call = Task { await counter.bump() }
+        try? await Task.sleep(for: .milliseconds(20))
+        gate.signal()
+        check(await call.value == 17_002, "call into a busy queue")
+    }
+    print("queue-actors: 17,002 isolated calls, serialised with queue work")
+}
+
+private func mainActorSyncMain() {
+    install()
+    // MainActor work runs on the main thread while main drains the main
+    // queue, and main-queue work is isolated to the main actor.
+    let steps = AtomicCounter()
+    Task { @MainActor in
+        check(onMainQueue(), "MainActor task off the main queue")
+        steps.increment()
+    }
+    WorkQueue.main.async {
+        MainActor.assumeIsolated { _ = steps.increment() }
+    }
+    Task.detached {
+        let onMain = await MainActor.run { onMainQueue() }
+        check(onMain, "MainActor.run off the main queue")
+        await WorkQueue.main.run { MainActor.assumeIsolated { _ = steps.increment() } }
+        await MainActor.run { _ = steps.increment() }
+    }
+    guard WorkQueue.runMain(until: { steps.load() == 4 }, deadline: .now() + .seconds(30)) else {
+        fail("main-actor work did not run (\(steps.load()) of 4)")
+    }
+    print("sync-main: MainActor work ran while main drained WorkQueue.main")
+}
+
+private func tooLate() {
+    let result = AtomicCounter()
+    let done = CountingSemaphore(value: 0)
+    Task.detached {
+        result.add(WorkQueue.installAsGlobalExecutor() ? 1 : 2)
+        done.signal()
+    }
+    done.wait()
+    check(result.load() == 2, "install from inside a task returned true")
+    check(!WorkQueue.isGlobalExecutor, "isGlobalExecutor after a refused install")
+    // Everything keeps working on the default executor.
+    let sum = AtomicCounter()
+    Task.detached {
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<1000 { group.addTask { sum.increment() } }
+        }
+        try? await Task.sleep(for: .milliseconds(5))
+        done.signal()
+    }
+    done.wait()
+    check(sum.load() == 1000, "tasks lost after a refused install")
+    print("too-late: install from a task returned false; tasks still ran")
+}
+
+switch CommandLine.arguments.dropFirst().first {
+case "priorities": priorities()
+case "semantics": semantics()
+case "queue-actors": queueActors()
+case "sync-main": mainActorSyncMain()
+case "too-late": tooLate()
+default: fail("unknown mode")
+}
+exit(0)
