@@ -2,7 +2,8 @@
 #
 #   make demo        set up and run the examples (C and Swift)
 #   make test        set up and run every test (C tests, again at SQ_WORKERS=8, a short
-#                    chaos pass, C install check, swift test, documentation snippets)
+#                    chaos pass, C install check, swift test in both executor modes,
+#                    documentation snippets)
 #   make test-chaos  the pool's width matrix in a chaos build (-DSQ_CHAOS: random
 #                    yields and sleeps inside the wake-up protocol)
 #   make test-tsan   the same under ThreadSanitizer
@@ -62,7 +63,7 @@ BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
                    $(wildcard Tests/CRuntimeTests/blocks/test_*.c))
 
 .PHONY: all deps lib pc test test-c test-c-wide test-chaos test-chaos-short \
-        test-install test-swift test-snippets test-tsan test-asan \
+        test-install test-swift test-swift-executor test-snippets test-tsan test-asan \
         bench demo install uninstall clean
 
 all: lib
@@ -130,7 +131,8 @@ $(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c Tests/CRuntimeTests/sqtest.h $(
 	  $(if $(SANITIZE),-ldispatch) \
 	  -Wl,-rpath,$(BLOCKS_LIBDIR)
 
-test: test-c test-c-wide test-chaos-short test-install test-swift test-snippets
+test: test-c test-c-wide test-chaos-short test-install test-swift test-swift-executor \
+      test-snippets
 
 test-c: lib $(TEST_BINS) $(BLOCKS_TESTS)
 	@sh Tests/CRuntimeTests/run.sh $(TEST_BINS) $(BLOCKS_TESTS)
@@ -165,6 +167,11 @@ test-install: lib
 
 test-swift: deps
 	$(SWIFT) test $(SWIFT_TEST_FLAGS)
+
+# The whole Swift suite again with SwiftQueues as Swift concurrency's
+# global executor (installed from the environment before main).
+test-swift-executor: deps
+	SWIFTQUEUES_GLOBAL_EXECUTOR=1 $(SWIFT) test $(SWIFT_TEST_FLAGS)
 
 # Every Swift / C snippet of README.md and docs/*.md, built in one scratch
 # package under $(BUILD)/snippets that depends on this one by path.
