@@ -357,7 +357,7 @@ fifo_theirs(size_t ops)
 
 /*
  * Ops per run are sized for roughly 50-150 ms per run on a 2-core VM, which
- * keeps the whole suite under a minute at 7 rounds. DESIGN.md §5 sets no
+ * keeps the whole suite under a minute at 7 rounds. docs/PERFORMANCE.md sets no
  * targets for primitives, so none is given here.
  */
 const bench_scenario_t bench_primitives[] = {

@@ -1,6 +1,6 @@
 /*
  * SwiftQueues benchmarks — queues, groups, semaphores, apply: the C
- * scenarios of DESIGN.md §5, each against the toolchain's libdispatch
+ * scenarios of docs/PERFORMANCE.md, each against the toolchain's libdispatch
  * through the same _f (function pointer) calls.
  *
  * Every scenario checks its own result (a count that must add up), so a
@@ -381,7 +381,7 @@ group_theirs(size_t ops)
 /* ---- 64 tasks that each block on the global queue: wall time --------------- */
 
 /*
- * DESIGN.md §5 says 1 s per task; 200 ms keeps `make bench` short and
+ * The blocking scenario could use 1 s per task; 200 ms keeps `make bench` short and
  * measures the same thing: how fast the pool adds threads when every
  * worker is blocked. An op is one task; ns/op = wall time / 64.
  */

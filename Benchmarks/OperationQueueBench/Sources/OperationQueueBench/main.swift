@@ -2,7 +2,7 @@
 //
 // OperationQueueBench — SwiftQueues' ProcedureQueue against Foundation's
 // OperationQueue (the toolchain's swift-corelibs-foundation), in one run on
-// one machine, reported as ratios (DESIGN.md §5).
+// one machine, reported as ratios (docs/PERFORMANCE.md).
 //
 // Each scenario times the whole life of its work: create the procedures
 // (operations), link dependencies, add them, wait until all have finished.
