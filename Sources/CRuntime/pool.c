@@ -741,6 +741,14 @@ _sq_worker_park(struct sq_worker_s *w)
 		break;
 	}
 
+	/* Before sleeping, let a thread this worker preempted run first (a
+	 * submitter it was woken by, often on the same CPU): its next job
+	 * then costs no futex round trip. */
+	sched_yield();
+	if (_sq_pool_has_work()) {
+		_sq_worker_search_again(w);
+		return true;
+	}
 	SQ_CHAOS_POINT();
 	w->parked_at = _sq_monotonic_ns();
 	__atomic_store_n(&w->parked, 1, __ATOMIC_RELAXED);
