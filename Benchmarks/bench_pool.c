@@ -19,8 +19,8 @@
  *                    goal is less CPU at an equal or better wall time.
  *
  * Both rows carry their figure through the harness clock (see
- * bench_sources.c): the "ns/op" column holds switches per 10,000 s and CPU
- * nanoseconds per burst.
+ * bench_report_value in harness.h): the "ns/op" column holds switches per
+ * 10,000 s and CPU nanoseconds per burst.
  */
 #define _GNU_SOURCE
 #include "harness.h"
@@ -48,14 +48,6 @@ extern char **environ;
 
 enum { OURS = 0, THEIRS = 1 };
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void
 sleep_ns(uint64_t ns)
 {
@@ -63,18 +55,6 @@ sleep_ns(uint64_t ns)
 		(long)(ns % 1000000000ull) };
 	while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
 	}
-}
-
-/* Puts `ns` on the harness clock (see bench_sources.c). */
-static void
-report_value(double ns, size_t ops)
-{
-	bench_timer_restart();
-	uint64_t start = mono_ns();
-	uint64_t want = (uint64_t)(ns * (double)ops);
-	while (mono_ns() - start < want)
-		bench_clobber();
-	bench_timer_stop();
 }
 
 /* ---- idle wake-ups ------------------------------------------------------- */
@@ -272,13 +252,13 @@ idle_setup(void)
 static void
 idle_ours(size_t ops)
 {
-	report_value(idle_per_s[OURS] * 1e4, ops);
+	bench_report_value(idle_per_s[OURS] * 1e4, ops);
 }
 
 static void
 idle_theirs(size_t ops)
 {
-	report_value(idle_per_s[THEIRS] * 1e4, ops);
+	bench_report_value(idle_per_s[THEIRS] * 1e4, ops);
 }
 
 int
@@ -305,8 +285,8 @@ static unsigned burst_runs[2];
 static void
 burst_task(void *ctx)
 {
-	uint64_t end = mono_ns() + 20 * US;
-	while (mono_ns() < end)
+	uint64_t end = bench_mono_ns() + 20 * US;
+	while (bench_mono_ns() < end)
 		bench_clobber();
 	if (atomic_fetch_sub(&burst_left, 1) == 1)
 		sem_post(&burst_done);
@@ -329,7 +309,7 @@ burst_run(int side, size_t ops)
 	dispatch_queue_t dq = dispatch_get_global_queue(0, 0);
 	/* Both pools rest before the clock starts. */
 	sleep_ns(20 * MS);
-	uint64_t cpu0 = cpu_ns(), wall0 = mono_ns(), asleep = 0;
+	uint64_t cpu0 = cpu_ns(), wall0 = bench_mono_ns(), asleep = 0;
 	for (size_t b = 0; b < ops; b++) {
 		atomic_store(&burst_left, BURST_TASKS);
 		for (int i = 0; i < BURST_TASKS; i++) {
@@ -339,16 +319,16 @@ burst_run(int side, size_t ops)
 				dispatch_async_f(dq, NULL, burst_task);
 		}
 		sem_wait(&burst_done);
-		uint64_t t = mono_ns();
+		uint64_t t = bench_mono_ns();
 		sleep_ns(1 * MS);
-		asleep += mono_ns() - t;
+		asleep += bench_mono_ns() - t;
 	}
 	uint64_t cpu = cpu_ns() - cpu0;
-	uint64_t wall = mono_ns() - wall0 - asleep;
+	uint64_t wall = bench_mono_ns() - wall0 - asleep;
 	if (burst_runs[side] < 64)
 		burst_wall_ns[side][burst_runs[side]++] = (double)wall /
 				(double)ops;
-	report_value((double)cpu / (double)ops, ops);
+	bench_report_value((double)cpu / (double)ops, ops);
 }
 
 static void

@@ -45,14 +45,6 @@
 
 enum { OURS = 0, THEIRS = 1 };
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* libdispatch's DISPATCH_TIME_NOW-based times are CLOCK_MONOTONIC ns on
  * Linux, as sq_time's are: one absolute deadline serves both sides. */
 static dispatch_time_t
@@ -76,18 +68,6 @@ sem_wait_or_fail(sem_t *s, unsigned ms, const char *what)
 		if (errno != EINTR)
 			bench_fail("%s: timed out", what);
 	}
-}
-
-/* Reports `ns` as this run's figure: the clock shows ns per op. */
-static void
-report_ns(double ns, size_t ops)
-{
-	bench_timer_restart();
-	uint64_t start = mono_ns();
-	uint64_t want = (uint64_t)(ns * (double)ops);
-	while (mono_ns() - start < want)
-		bench_clobber();
-	bench_timer_stop();
 }
 
 /* ---- samples and statistics ------------------------------------------------- */
@@ -189,7 +169,7 @@ static void
 after_landed(void *ctx)
 {
 	struct after_ctx *c = ctx;
-	c->run->late[c->i] = (int64_t)(mono_ns() - c->run->deadline[c->i]);
+	c->run->late[c->i] = (int64_t)(bench_mono_ns() - c->run->deadline[c->i]);
 	if (atomic_fetch_sub(&c->run->left, 1) == 1)
 		sem_post(&c->run->done);
 }
@@ -200,7 +180,7 @@ after_lateness(int side, size_t ops)
 	static struct after_run r;
 	atomic_store(&r.left, AFTER_N);
 	sem_init(&r.done, 0, 0);
-	uint64_t now = mono_ns();
+	uint64_t now = bench_mono_ns();
 	for (int i = 0; i < AFTER_N; i++) {
 		/* 1..20 ms, ten per millisecond, 37 us apart. */
 		uint64_t delay = (1 + (uint64_t)(i % 20)) * MS +
@@ -223,7 +203,7 @@ after_lateness(int side, size_t ops)
 	if (after_runs[side]++ > 0)
 		samples_add(&after_all[side], r.late, AFTER_N);
 	struct stats st = stats_of(r.late, AFTER_N);
-	report_ns(st.mean, ops);
+	bench_report_value(st.mean, ops);
 }
 
 static void
@@ -265,7 +245,7 @@ static void
 tick(void *ctx)
 {
 	struct timer_run *r = ctx;
-	uint64_t now = mono_ns();
+	uint64_t now = bench_mono_ns();
 	unsigned long d = r->side == OURS ? sq_source_get_data(r->src)
 			: dispatch_source_get_data(r->src);
 	if (r->fires >= TICKS)
@@ -293,7 +273,7 @@ timer_lateness(int side, size_t ops)
 	r.side = side;
 	sem_init(&r.done, 0, 0);
 	sem_init(&r.cancelled, 0, 0);
-	r.start = mono_ns() + 1 * MS;
+	r.start = bench_mono_ns() + 1 * MS;
 	if (side == OURS) {
 		sq_source_t s = sq_source_create(SQ_SOURCE_TYPE_TIMER, 0, 0,
 				timer_q_ours);
@@ -330,7 +310,7 @@ timer_lateness(int side, size_t ops)
 		timer_coalesced[side] += r.fires - r.calls;
 	}
 	struct stats st = stats_of(r.late, r.calls);
-	report_ns(st.p99, ops);
+	bench_report_value(st.p99, ops);
 }
 
 static void
@@ -489,7 +469,7 @@ static void
 schedule_pending(int side, size_t ops, bool timed)
 {
 	atomic_store(&pending_left, ops);
-	uint64_t base = mono_ns() + 50 * MS;
+	uint64_t base = bench_mono_ns() + 50 * MS;
 	sq_queue_t sq_g = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 	dispatch_queue_t d_g = dispatch_get_global_queue(0, 0);
 	if (timed)
@@ -549,16 +529,16 @@ rss_child(void)
 	sem_init(&pending_done, 0, 0);
 	atomic_store(&pending_left, 1);
 	if (s == OURS)
-		sq_after_f(mono_ns() + 1 * MS, sq_get_global_queue(
+		sq_after_f(bench_mono_ns() + 1 * MS, sq_get_global_queue(
 				SQ_QUEUE_PRIORITY_DEFAULT, 0), NULL,
 				pending_fired);
 	else
-		dispatch_after_f(d_time(mono_ns() + 1 * MS),
+		dispatch_after_f(d_time(bench_mono_ns() + 1 * MS),
 				dispatch_get_global_queue(0, 0), NULL,
 				pending_fired);
 	sem_wait_or_fail(&pending_done, 10000, "rss warm-up");
 	long before = rss_kib();
-	uint64_t base = mono_ns() + 10000 * MS;
+	uint64_t base = bench_mono_ns() + 10000 * MS;
 	for (size_t i = 0; i < PENDING_OPS; i++) {
 		if (s == OURS)
 			sq_after_f(base + i * US, sq_get_global_queue(

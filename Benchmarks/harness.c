@@ -541,3 +541,24 @@ main(int argc, char **argv)
 	free(res);
 	return 0;
 }
+
+/* ---- helpers for scenarios ------------------------------------------------ */
+
+uint64_t
+bench_mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void
+bench_report_value(double value, size_t ops)
+{
+	bench_timer_restart();
+	uint64_t start = bench_mono_ns();
+	uint64_t want = (uint64_t)(value * (double)ops);
+	while (bench_mono_ns() - start < want)
+		bench_clobber();
+	bench_timer_stop();
+}

@@ -66,6 +66,15 @@ void bench_parallel(unsigned nthreads, void (*fn)(void *arg, unsigned i),
 void bench_fail(const char *fmt, ...)
 		__attribute__((format(printf, 1, 2), noreturn));
 
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t bench_mono_ns(void);
+
+/* For scenarios that measure something other than time per op (a
+ * latency, a CPU time, a count): puts `value` x `ops` nanoseconds on the
+ * clock of the current run (restart, wait that long, stop), so the table
+ * and results.json carry `value` as the ns/op figure. */
+void bench_report_value(double value, size_t ops);
+
 /* Where results go so the compiler cannot drop the work that made them. */
 extern volatile uint64_t bench_sink;
 
