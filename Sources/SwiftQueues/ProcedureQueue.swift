@@ -868,14 +868,18 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
         var budget = Self.runnerBudget
         let s = state
         lock.lock()
+        // The queue this runner serves; if underlyingQueue changes, the
+        // procedures started afterwards belong on the new one.
+        let servedTarget = s.pointee.target
         while true {
             if s.pointee.suspended || s.pointee.readyCount == 0
                 || s.pointee.executing >= s.pointee.width {
                 s.pointee.runners -= 1
                 break
             }
-            if budget <= 0 {
-                // Let other work on the pool run: go to the back of the line.
+            if budget <= 0 || s.pointee.target != servedTarget {
+                // Let other work on the pool run: go to the back of the line
+                // (of the new underlying queue, if it changed).
                 post.resubmit = true
                 if post.target == nil {
                     post.target = s.pointee.target
