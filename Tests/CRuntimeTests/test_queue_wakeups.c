@@ -4,13 +4,12 @@
  * program starts). The second task must reach a worker while the first
  * blocks, so a lost wake-up shows as a round that stalls.
  *
- * This found one: a worker that stopped searching and then saw work ran a
- * job as a plain worker, while submitters had counted on it as a searcher
- * to wake the next worker (about 1 round in 400 with a 32-round idle
- * spin; not seen in 20,000 with the 256 rounds in use, and bounded by the
- * monitor's safety net: see docs/ARCHITECTURE.md). Some rounds first
- * flood the global queue, so workers are in every state when the pair
- * arrives.
+ * This found one (since fixed): a worker that stopped searching and then
+ * saw work ran a job as a plain worker, while submitters had counted on it
+ * as a searcher to wake the next worker (about 1 round in 400 with a short
+ * idle spin). test_pool_matrix.c now covers it at every pool width, with
+ * the safety net off. Some rounds first flood the global queue, so workers
+ * are in every state when the pair arrives.
  */
 #include "queue_helpers.h"
 
