@@ -223,7 +223,6 @@ static void
 _sq_timers_run(void)
 {
 	bool fired = false;
-	uint64_t early = SQ_TIMER_EARLY_NS;
 	for (;;) {
 		uint64_t sleep_ns = UINT64_MAX;
 		uint64_t precise_at = 0; /* monotonic wake-up to spin for */
@@ -246,15 +245,15 @@ _sq_timers_run(void)
 			if (c == SQ_CLOCK_MONOTONIC &&
 					latest - wake < SQ_TIMER_EARLY_NS) {
 				/* Some timer must fire about on time. */
-				if (wait <= early)
+				if (wait <= SQ_TIMER_EARLY_NS)
 					precise_at = wake;
 				else
-					wait -= early;
+					wait -= SQ_TIMER_EARLY_NS;
 			}
 			if (wait < sleep_ns)
 				sleep_ns = wait;
 		}
-		if (precise_at != 0 && sleep_ns <= early) {
+		if (precise_at != 0) {
 			_sq_pool_prewake(precise_at + SQ_TIMER_PREWAKE_GRACE_NS);
 			while (_sq_monotonic_ns() < precise_at)
 				_sq_cpu_relax();

@@ -742,13 +742,10 @@ _sq_worker_park(struct sq_worker_s *w)
 	}
 
 	/* Before sleeping, let a thread this worker preempted run first (a
-	 * submitter it was woken by, often on the same CPU): its next job
-	 * then costs no futex round trip. */
+	 * submitter it was woken by, often on the same CPU): a job it submits
+	 * meanwhile is seen by the look after the push below, and costs no
+	 * futex round trip. */
 	sched_yield();
-	if (_sq_pool_has_work()) {
-		_sq_worker_search_again(w);
-		return true;
-	}
 	SQ_CHAOS_POINT();
 	w->parked_at = _sq_monotonic_ns();
 	__atomic_store_n(&w->parked, 1, __ATOMIC_RELAXED);
@@ -1073,11 +1070,11 @@ _sq_pool_prewake(uint64_t until_ns)
 		_sq_worker_wake(w);
 		return;
 	}
+	/* Nobody idle after all: every worker is busy, and the timer's job
+	 * will wait for one as any job would. As in _sq_pool_notify, a
+	 * submitter that saw our count meanwhile is covered: a worker going
+	 * idle after our pop re-checks the queues after its push. */
 	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
-	/* (Nobody idle: every worker is busy, and the timer's job waits for
-	 * one as any job would; the invariant holds as in _sq_pool_notify.) */
-	if (_sq_pool_has_work())
-		_sq_pool_notify();
 }
 
 /* ---- Statistics --------------------------------------------------------- */

@@ -5,21 +5,13 @@
  * and finishing; a read by path at an offset (IO-2); 10,000 path channels
  * that open nothing until used (IO-3); a stream channel on a file.
  */
-#include "sqtest.h"
+#include "queue_helpers.h"
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SQT_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SQT_SANITIZED 1
-#endif
-#endif
-
-#ifdef SQT_SANITIZED
+#if SQT_SANITIZED
 #define FILE_BYTES ((size_t)16 << 20)
 #define PATH_CHANNELS 2000
 #else

@@ -5,20 +5,12 @@
  * constant of the 10x smaller case (a quadratic growth would be 10x).
  * These compare costs, they do not time anything against a clock budget.
  */
-#include "sqtest.h"
+#include "queue_helpers.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SQT_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SQT_SANITIZED 1
-#endif
-#endif
-
-#ifdef SQT_SANITIZED
+#if SQT_SANITIZED
 #define APPENDS 20000
 #define READ_BYTES (2u << 20)
 #else

@@ -4,21 +4,13 @@
  * stream delivers what is there when the descriptor would block; a
  * channel's cleanup handler never overlaps one of its handler calls.
  */
-#include "sqtest.h"
+#include "io_helpers.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define SQT_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define SQT_SANITIZED 1
-#endif
-#endif
-
-#ifdef SQT_SANITIZED
+#if SQT_SANITIZED
 #define ORDER_RUNS 10
 #define MANY_CHANNELS 1000
 #else
@@ -34,12 +26,6 @@ wait_sem(sq_semaphore_t s, int seconds)
 {
 	return sq_semaphore_wait(s, sq_time(SQ_TIME_NOW,
 			(int64_t)seconds * (int64_t)NSEC_PER_SEC)) == 0;
-}
-
-static uint8_t
-pat(size_t o)
-{
-	return (uint8_t)(o * 7 + (o >> 5) + 1);
 }
 
 static char tmpdir[64];
@@ -72,33 +58,13 @@ wrote(void *ctx, sq_data_t unwritten, int error)
 	sq_semaphore_signal(o->sem);
 }
 
-struct chunk_check {
-	size_t from;
-	size_t pos;
-	bool ok;
-};
-
-static bool
-chunk_region(void *ctx, sq_data_t region, size_t offset, const void *buf,
-		size_t size)
-{
-	struct chunk_check *c = ctx;
-	const uint8_t *p = buf;
-	for (size_t i = 0; i < size; i++)
-		if (p[i] != pat(c->from + c->pos + i))
-			c->ok = false;
-	c->pos += size;
-	return c->ok;
-}
-
 /* Read handlers run on one serial queue, so `next` needs no atomics. */
 static void
 read_one(void *ctx, sq_data_t data, int error)
 {
 	struct order *o = ctx;
-	struct chunk_check c = { (size_t)o->next * CHUNK, 0, true };
-	sq_data_apply_f(data, &c, chunk_region);
-	if (error != 0 || sq_data_get_size(data) != CHUNK || !c.ok)
+	if (error != 0 || sq_data_get_size(data) != CHUNK ||
+			!data_is_pattern(data, (size_t)o->next * CHUNK))
 		o->bad_reads++;
 	o->next++;
 	sq_semaphore_signal(o->sem);

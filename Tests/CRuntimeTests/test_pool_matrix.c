@@ -446,6 +446,9 @@ run_width(int width, bool net, unsigned limit_s)
 		}
 		sqt_sleep_ms(20);
 	}
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "width %d: child killed by signal %d\n", width,
+				WTERMSIG(status));
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
