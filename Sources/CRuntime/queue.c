@@ -413,12 +413,31 @@ _sq_queue_push(struct sq_queue_s *q, struct sq_job_s *job)
 		_sq_pool_push(q->root_index, job);
 		return;
 	}
-	/* Wait-free append; a full barrier. Returns false if it was empty. */
+	/*
+	 * wfcqueue's wait-free append, in its two steps: exchange the tail (a
+	 * full barrier), then link the old tail to the job. Only the link makes
+	 * the job visible to a drainer. When the queue was empty we must wake
+	 * it up after the append, but once the job is visible a drainer may
+	 * run it, and whatever it triggers may drop the last reference to q
+	 * (a chain whose last link makes its owner release the queue) before
+	 * we get to q. So that case takes a reference between the two steps,
+	 * while nothing can run the job yet, and drops it after the wake-up;
+	 * an append to a non-empty queue touches q no more after the link.
+	 */
 	job->link.next = NULL;
 	_sq_tsan_release(job);
-	if (!cds_wfcq_enqueue(&q->head, &q->tail, &job->link)) {
+	struct cds_wfcq_node *prev = __atomic_exchange_n(&q->tail.p,
+			&job->link, __ATOMIC_SEQ_CST);
+	bool was_empty = prev == &q->head.node;
+	if (was_empty)
+		_sq_retain_internal(q);
+	SQ_CHAOS_POINT();
+	/* Release: the drainer that sees the link sees the job's contents. */
+	__atomic_store_n(&prev->next, &job->link, __ATOMIC_RELEASE);
+	if (was_empty) {
 		SQ_CHAOS_POINT();
 		_sq_queue_wakeup(q);
+		_sq_release_internal(q);
 	}
 }
 
