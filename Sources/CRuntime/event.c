@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 
 static struct {
 	struct event_base *base;
@@ -119,7 +120,7 @@ _sq_heap_remove_at(int clock, int which, uint32_t i)
 
 void
 _sq_timer_init(struct sq_timer_s *t, void (*fire)(struct sq_timer_s *,
-		uint64_t))
+		uint64_t, bool))
 {
 	memset(t, 0, sizeof(*t));
 	t->heap_index[0] = t->heap_index[1] = UINT32_MAX;
@@ -193,21 +194,195 @@ _sq_debug_timer_wakeups(void)
 }
 
 /*
- * Precise wake-ups. A timer whose leeway is below SQ_TIMER_EARLY_NS
- * (leeway 0, sq_after) would otherwise start late by two thread wake-ups:
- * the loop's (timerfd, then the scheduler) and a worker's (futex). On a VM
- * each costs 10-100 us. So the loop sleeps until SQ_TIMER_EARLY_NS before
- * such a deadline, asks the pool to have a worker spinning until just after it
- * (_sq_pool_prewake), spins itself until the deadline, and fires: the
- * handler's job lands in a run queue that a spinning worker is watching.
- * The price is about 2 x SQ_TIMER_EARLY_NS of CPU per precise wake-up;
- * timers with a larger leeway sleep until their wake-up as before and cost
- * nothing extra. (A learned margin, following the loop's own wake-up
- * lateness, was tried: on 2 CPUs the longer spins fed the lateness they
- * were meant to cover.)
+ * Precise wake-ups. A timer whose leeway is below SQ_TIMER_SPIN_NS
+ * (leeway 0, sq_after) would otherwise start late by two thread wake-ups
+ * in a row: the loop's (timerfd, then the scheduler) and a worker's
+ * (futex). On a VM each costs 10-100 us (median about 15, 99th percentile
+ * about 80). So the loop wakes SQ_TIMER_AHEAD_NS before such a deadline
+ * and fires early every timer due by it: the fire function (told `early`)
+ * does the loop's part at once (a repeating timer is rescheduled from its
+ * deadline) and posts the rest as an "on time" entry. One job at a time,
+ * the on-time runner on a worker, takes the entries in deadline order: it
+ * sleeps until SQ_TIMER_SPIN_NS before the next deadline (a futex with a
+ * timeout; workers have 1 ns of timer slack), spins to it, and does what
+ * the loop would have done there (submit the after's work, merge the
+ * timer source's tick). The wake-ups of the hand-off happen well ahead;
+ * one wake-up lies between the deadline and the handler, and the spin is
+ * its margin. The loop goes back to sleep at once, and however many
+ * precise timers are pending, they hold one worker.
+ *
+ * The work is submitted at its deadline (not early with a "not before"
+ * mark), so a serial queue sees it arrive when due and nothing submitted
+ * just before is overtaken; it runs on the runner's thread itself when its
+ * queue is a root queue or an idle serial one (no hand-off at all). The
+ * runner gives up its role first, rather than making the entries left
+ * wait for work of unknown length: with two entries or more pending, a
+ * second runner is started when the first begins to wait (so it is awake
+ * by the next deadline), or, failing that, when the first leaves. At
+ * most two runners exist; the one without an entry sleeps.
  */
-#define SQ_TIMER_EARLY_NS (40 * NSEC_PER_USEC)
-#define SQ_TIMER_PREWAKE_GRACE_NS (25 * NSEC_PER_USEC)
+#define SQ_TIMER_AHEAD_NS (200 * NSEC_PER_USEC)
+#define SQ_TIMER_SPIN_NS (90 * NSEC_PER_USEC)
+
+static struct {
+	sq_spinlock_t lock;
+	struct sq_ontime_s *head; /* by deadline */
+	int runners;              /* runner jobs queued or running: 0-2 */
+	int count;                /* entries listed */
+	uint32_t seq;             /* futex: bumped when the head changes */
+	uint64_t head_due;        /* atomic copy of head->due, or 0 */
+	uint64_t second_due;      /* and of head->next->due, or 0 */
+} _sq_ontime;
+
+/* Under the lock, after the list changed: publish its first deadlines and
+ * let sleeping runners look again. */
+static void
+_sq_ontime_publish(void)
+{
+	struct sq_ontime_s *h = _sq_ontime.head;
+	__atomic_store_n(&_sq_ontime.head_due, h ? h->due : 0,
+			__ATOMIC_RELAXED);
+	__atomic_store_n(&_sq_ontime.second_due, h && h->next ? h->next->due
+			: 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&_sq_ontime.count, _sq_ontime.count, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&_sq_ontime.seq, 1, __ATOMIC_SEQ_CST);
+}
+
+static void _sq_ontime_run(void *second);
+
+/* `second`: started ahead for the second entry (see above). */
+static void
+_sq_ontime_start_runner(bool second)
+{
+	sq_async_f(&_sq_root_queues[SQ_ROOT_HIGH], second ? (void *)1 : NULL,
+			_sq_ontime_run);
+}
+
+void
+_sq_ontime_post(struct sq_ontime_s *e)
+{
+	sq_spinlock_lock(&_sq_ontime.lock);
+	struct sq_ontime_s **at = &_sq_ontime.head;
+	while (*at != NULL && (*at)->due <= e->due)
+		at = &(*at)->next;
+	e->next = *at;
+	*at = e;
+	_sq_ontime.count++;
+	/* Among the first two: a sleeping runner may have to wake earlier. */
+	bool early = _sq_ontime.head == e || _sq_ontime.head->next == e;
+	bool start = _sq_ontime.runners == 0;
+	if (start)
+		__atomic_store_n(&_sq_ontime.runners, 1, __ATOMIC_RELAXED);
+	_sq_ontime_publish();
+	sq_spinlock_unlock(&_sq_ontime.lock);
+	if (start)
+		_sq_ontime_start_runner(false);
+	else if (early)
+		_sq_futex_wake(&_sq_ontime.seq, 2);
+}
+
+/* With two entries or more waiting, a second runner is started ahead of
+ * time, so it is awake by the time the first leaves with its entry. */
+static void
+_sq_ontime_start_successor(void)
+{
+	sq_spinlock_lock(&_sq_ontime.lock);
+	bool start = _sq_ontime.runners == 1 && _sq_ontime.head != NULL &&
+			_sq_ontime.head->next != NULL;
+	if (start)
+		__atomic_store_n(&_sq_ontime.runners, 2, __ATOMIC_RELAXED);
+	sq_spinlock_unlock(&_sq_ontime.lock);
+	if (start)
+		_sq_ontime_start_runner(true);
+}
+
+static void
+_sq_ontime_run(void *second_ctx)
+{
+	/* A second runner waits for the second entry while the first runner
+	 * is there (both spinning for one deadline would hold both CPUs of a
+	 * small machine), and for the first once alone. */
+	bool second = second_ctx != NULL;
+	for (;;) {
+		/* Read seq before the deadlines: a post after this read bumps
+		 * it, so the futex below returns at once instead of
+		 * oversleeping a new, earlier entry. */
+		uint32_t seq = __atomic_load_n(&_sq_ontime.seq,
+				__ATOMIC_SEQ_CST);
+		if (second && (__atomic_load_n(&_sq_ontime.runners,
+				__ATOMIC_SEQ_CST) < 2 || __atomic_load_n(
+				&_sq_ontime.second_due, __ATOMIC_SEQ_CST) == 0))
+			second = false;
+		uint64_t *due_of = second ? &_sq_ontime.second_due
+				: &_sq_ontime.head_due;
+		uint64_t due = __atomic_load_n(due_of, __ATOMIC_SEQ_CST);
+		if (!second)
+			_sq_ontime_start_successor();
+		if (due != 0 && _sq_monotonic_ns() + SQ_TIMER_SPIN_NS < due) {
+			_sq_futex_wait_until(&_sq_ontime.seq, seq,
+					(sq_time_t)(due - SQ_TIMER_SPIN_NS));
+			continue;
+		}
+		while (due != 0 && _sq_monotonic_ns() < due) {
+			_sq_cpu_relax();
+			int runners = __atomic_load_n(&_sq_ontime.runners,
+					__ATOMIC_RELAXED);
+			/* Alone now: the first entry is ours. */
+			if (second && runners < 2)
+				break;
+			/* The other runner left with its entry: a successor
+			 * for what is left? (Racy reads; the call decides
+			 * under the lock.) */
+			if (!second && runners == 1 && __atomic_load_n(
+					&_sq_ontime.count, __ATOMIC_RELAXED) >= 2)
+				_sq_ontime_start_successor();
+			due = __atomic_load_n(due_of, __ATOMIC_RELAXED);
+		}
+		if (second && __atomic_load_n(&_sq_ontime.runners,
+				__ATOMIC_SEQ_CST) < 2)
+			continue;
+		sq_spinlock_lock(&_sq_ontime.lock);
+		struct sq_ontime_s *e = _sq_ontime.head;
+		if (e == NULL) {
+			__atomic_store_n(&_sq_ontime.runners,
+					_sq_ontime.runners - 1,
+					__ATOMIC_RELAXED);
+			sq_spinlock_unlock(&_sq_ontime.lock);
+			return;
+		}
+		if (e->due > _sq_monotonic_ns()) {
+			sq_spinlock_unlock(&_sq_ontime.lock);
+			continue; /* raced with a post: look again */
+		}
+		struct sq_ontime_s *next = e->next;
+		_sq_ontime.head = next;
+		_sq_ontime.count--;
+		_sq_ontime_publish();
+		/* This runner leaves with e; if it was the only one and
+		 * entries are left, a new one takes the role (see above). */
+		bool start = next != NULL && _sq_ontime.runners == 1;
+		if (!start)
+			__atomic_store_n(&_sq_ontime.runners,
+					_sq_ontime.runners - 1,
+					__ATOMIC_RELAXED);
+		sq_spinlock_unlock(&_sq_ontime.lock);
+		if (start)
+			_sq_ontime_start_runner(false);
+		e->run(e);
+		return;
+	}
+}
+
+/* Whether the wake-up at `wake` needs precision: some timer due by it has
+ * less than SQ_TIMER_SPIN_NS of leeway (the earliest `latest` is close),
+ * less than a plain wake-up is often late by. */
+static inline bool
+_sq_wake_is_precise(int clock, uint64_t wake)
+{
+	return clock == SQ_CLOCK_MONOTONIC &&
+			_sq_loop.heap[clock][1][0]->latest - wake <
+			SQ_TIMER_SPIN_NS;
+}
 
 /*
  * Fires every due timer, then sleeps the libevent timer until the next
@@ -216,23 +391,24 @@ _sq_debug_timer_wakeups(void)
  * one pass, none is later than its leeway allows, and a timer fires after
  * its deadline only when that pass also serves another timer's deadline.
  * Wall-clock timers are re-checked at least every second so a clock step
- * is noticed. A precise wake-up (see above) is taken early and finished by
- * spinning.
+ * is noticed. A precise wake-up (see above) is taken early; one pass
+ * fires early at most once, so a repeating timer whose interval is below
+ * the margin is not fired ahead again and again.
  */
 static void
 _sq_timers_run(void)
 {
-	bool fired = false;
+	bool fired = false, fired_early = false;
 	for (;;) {
 		uint64_t sleep_ns = UINT64_MAX;
-		uint64_t precise_at = 0; /* monotonic wake-up to spin for */
+		bool again = false;
 		for (int c = 0; c < 2; c++) {
 			uint64_t now = _sq_clock_now(c);
 			while (_sq_loop.heap_count[c] > 0 &&
 					_sq_loop.heap[c][0][0]->deadline <= now) {
 				struct sq_timer_s *t = _sq_loop.heap[c][0][0];
 				_sq_timer_unschedule(t);
-				t->fire(t, now);
+				t->fire(t, now, false);
 				fired = true;
 			}
 			if (_sq_loop.heap_count[c] == 0)
@@ -242,23 +418,33 @@ _sq_timers_run(void)
 			uint64_t wait = wake > now ? wake - now : 0;
 			if (c == SQ_CLOCK_WALL && wait > NSEC_PER_SEC)
 				wait = NSEC_PER_SEC;
-			if (c == SQ_CLOCK_MONOTONIC &&
-					latest - wake < SQ_TIMER_EARLY_NS) {
-				/* Some timer must fire about on time. */
-				if (wait <= SQ_TIMER_EARLY_NS)
-					precise_at = wake;
-				else
-					wait -= SQ_TIMER_EARLY_NS;
+			if (_sq_wake_is_precise(c, wake)) {
+				if (wait > SQ_TIMER_AHEAD_NS) {
+					wait -= SQ_TIMER_AHEAD_NS;
+				} else if (!fired_early) {
+					/* Fire early what is due within the
+					 * margin (the wake-up's timers and any
+					 * others): each waits for its own
+					 * deadline, and the loop sleeps
+					 * through them. */
+					while (_sq_loop.heap_count[c] > 0 &&
+							_sq_loop.heap[c][0][0]
+							->deadline <= now +
+							SQ_TIMER_AHEAD_NS) {
+						struct sq_timer_s *t =
+							_sq_loop.heap[c][0][0];
+						_sq_timer_unschedule(t);
+						t->fire(t, t->deadline, true);
+					}
+					fired = fired_early = again = true;
+					continue;
+				}
 			}
 			if (wait < sleep_ns)
 				sleep_ns = wait;
 		}
-		if (precise_at != 0) {
-			_sq_pool_prewake(precise_at + SQ_TIMER_PREWAKE_GRACE_NS);
-			while (_sq_monotonic_ns() < precise_at)
-				_sq_cpu_relax();
-			continue; /* fire it */
-		}
+		if (again)
+			continue; /* look at the heaps as they are now */
 		if (fired)
 			__atomic_store_n(&_sq_timer_wakeups,
 					_sq_timer_wakeups + 1, __ATOMIC_RELAXED);
@@ -422,12 +608,13 @@ struct sq_after_s {
 	void *ctx;
 	sq_function_t func;
 	sq_workitem_t item; /* sq_after_workitem: submitted instead of func */
+	struct sq_ontime_s ontime; /* fired early: waiting for its deadline */
 };
 
+/* Submits the after's work (and frees the entry). */
 static void
-_sq_after_fire(struct sq_timer_s *t, uint64_t now)
+_sq_after_submit(struct sq_after_s *a)
 {
-	struct sq_after_s *a = caa_container_of(t, struct sq_after_s, timer);
 	if (a->item) {
 		sq_async_workitem(a->queue, a->item);
 		sq_release(a->item);
@@ -436,6 +623,46 @@ _sq_after_fire(struct sq_timer_s *t, uint64_t now)
 	}
 	_sq_release_internal(a->queue);
 	free(a);
+}
+
+/* An after fired early, at its deadline (see "Precise wake-ups"). */
+static void
+_sq_after_on_time(struct sq_ontime_s *e)
+{
+	struct sq_after_s *a = caa_container_of(e, struct sq_after_s, ontime);
+	if (a->item == NULL) {
+		void *ctx = a->ctx;
+		sq_function_t func = a->func;
+		struct sq_queue_s *q = a->queue;
+		/* A root queue's work may run on any worker, this one too
+		 * (as that queue's work: sq_sync_f). An idle serial queue's
+		 * runs here in order: nothing is queued on it. */
+		if (_sq_queue_is_root(q)) {
+			free(a);
+			sq_sync_f(q, ctx, func);
+			_sq_release_internal(q);
+			return;
+		}
+		if (_sq_queue_try_run_here_f(q, ctx, func)) {
+			free(a);
+			_sq_release_internal(q);
+			return;
+		}
+	}
+	_sq_after_submit(a);
+}
+
+static void
+_sq_after_fire(struct sq_timer_s *t, uint64_t now, bool early)
+{
+	struct sq_after_s *a = caa_container_of(t, struct sq_after_s, timer);
+	if (early) {
+		a->ontime.due = now;
+		a->ontime.run = _sq_after_on_time;
+		_sq_ontime_post(&a->ontime);
+	} else {
+		_sq_after_submit(a);
+	}
 }
 
 void

@@ -53,12 +53,25 @@ struct sq_timer_s {
 	uint32_t heap_index[2]; /* by deadline, by latest; UINT32_MAX: out */
 	uint8_t clock;
 	/* Called on the loop thread when the entry fires (it has already
-	 * been removed from the heaps). `now` is the clock's time. */
-	void (*fire)(struct sq_timer_s *timer, uint64_t now);
+	 * been removed from the heaps). `now` is the clock's time; `early`:
+	 * a precise wake-up fired it up to SQ_TIMER_EARLY_NS ahead, `now`
+	 * is its deadline, and what it hands to other threads must wait
+	 * until then (_sq_spin_until on a worker, not on the loop). */
+	void (*fire)(struct sq_timer_s *timer, uint64_t now, bool early);
 };
 
 SQ_INTERNAL void _sq_timer_init(struct sq_timer_s *t,
-		void (*fire)(struct sq_timer_s *, uint64_t));
+		void (*fire)(struct sq_timer_s *, uint64_t, bool));
+/* An "on time" entry: the part of an early-fired timer that must wait
+ * for its deadline (event.c, "Precise wake-ups"). run() is called on a
+ * worker at `due`, and may run the timer's work on that thread. */
+struct sq_ontime_s {
+	struct sq_ontime_s *next;
+	uint64_t due;
+	void (*run)(struct sq_ontime_s *e);
+};
+/* Loop thread: queue an entry for the on-time runner. */
+SQ_INTERNAL void _sq_ontime_post(struct sq_ontime_s *e);
 SQ_INTERNAL void _sq_timer_schedule(struct sq_timer_s *t);
 SQ_INTERNAL void _sq_timer_unschedule(struct sq_timer_s *t);
 /* Loop passes that fired timers so far (for tests). */

@@ -77,11 +77,6 @@ SQ_INTERNAL void _sq_chaos_point(void);
 #define SQ_CHAOS_POINT() ((void)0)
 #endif
 
-/* The event loop is about to fire a timer at `until_ns` - a little
- * (monotonic): keep one worker spinning for work until `until_ns` so the
- * handler starts without a futex wake-up (pool.c). */
-SQ_INTERNAL void _sq_pool_prewake(uint64_t until_ns);
-
 /* The pause instruction for spin-wait loops. */
 SQ_INLINE void
 _sq_cpu_relax(void)

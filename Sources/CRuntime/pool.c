@@ -37,6 +37,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,7 +112,6 @@ static struct {
 	int32_t searching;
 	int32_t spinning;
 	uint32_t spin_ns;  /* the adaptive spin budget (relaxed: a hint) */
-	uint64_t spin_until; /* a prewake's deadline: spin at least until */
 	int32_t nidle;
 	uint32_t pop_counter;
 	sq_spinlock_t spawn_lock;
@@ -621,6 +621,9 @@ _sq_worker_set_name(struct sq_worker_s *w, const char *label)
 		return;
 	snprintf(w->name, sizeof(w->name), "%s", label);
 	pthread_setname_np(pthread_self(), w->name);
+	/* A precise timer's job sleeps until just before its deadline
+	 * (event.c, _sq_wait_until): no 50 us of default timer slack. */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
 static void
@@ -684,29 +687,15 @@ _sq_worker_park(struct sq_worker_s *w)
 	 * halves, down to no spin at all, when a spin finds nothing. Work
 	 * arriving every millisecond or so thus costs no spinning, while
 	 * back-to-back hand-offs avoid the futex round trip. */
-	for (;;) {
-		uint32_t budget = __atomic_load_n(&_sq_pool.spin_ns,
-				__ATOMIC_RELAXED);
-		uint64_t until = __atomic_load_n(&_sq_pool.spin_until,
-				__ATOMIC_SEQ_CST);
-		uint64_t start = _sq_monotonic_ns();
-		bool timer_due = until > start;
-		int32_t zero = 0;
-		if ((budget == 0 && !timer_due) ||
-				!__atomic_compare_exchange_n(&_sq_pool.spinning,
-				&zero, 1, false, __ATOMIC_SEQ_CST,
-				__ATOMIC_RELAXED)) {
-			/* Not spinning (again): leave the searchers first
-			 * if a previous round made us one. */
-			if (w->searching && _sq_worker_give_up_search(w))
-				return true;
-			break;
-		}
+	uint32_t budget = __atomic_load_n(&_sq_pool.spin_ns, __ATOMIC_RELAXED);
+	int32_t zero = 0;
+	if (budget != 0 && __atomic_compare_exchange_n(&_sq_pool.spinning,
+			&zero, 1, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
 		if (!w->searching)
 			_sq_worker_search_again(w);
 		SQ_CHAOS_POINT();
 		bool found = false;
-		uint64_t now = start;
+		uint64_t start = _sq_monotonic_ns();
 		do {
 			if (_sq_pool_has_work()) {
 				found = true;
@@ -714,32 +703,18 @@ _sq_worker_park(struct sq_worker_s *w)
 			}
 			for (int k = 0; k < 16; k++)
 				_sq_cpu_relax();
-			now = _sq_monotonic_ns();
-			/* A prewake during the spin extends it. */
-			until = __atomic_load_n(&_sq_pool.spin_until,
-					__ATOMIC_RELAXED);
-		} while (now - start < budget || now < until);
+		} while (_sq_monotonic_ns() - start < budget);
 		__atomic_store_n(&_sq_pool.spinning, 0, __ATOMIC_SEQ_CST);
 		if (found) {
-			/* (Work a timer prewake waited for says nothing
-			 * about the next idle gap.) */
-			if (!timer_due)
-				_sq_spin_budget_grow();
+			_sq_spin_budget_grow();
 			return true; /* still a searcher */
 		}
-		if (!timer_due)
-			__atomic_store_n(&_sq_pool.spin_ns,
-					budget / 2 < SQ_SPIN_MIN_NS ? 0
-					: budget / 2, __ATOMIC_RELAXED);
-		/* Seq-cst after clearing `spinning`: a prewake that saw us
-		 * spinning stored its deadline before; spin again for it. */
-		if (__atomic_load_n(&_sq_pool.spin_until, __ATOMIC_SEQ_CST) >
-				_sq_monotonic_ns())
-			continue;
-		if (_sq_worker_give_up_search(w))
-			return true;
-		break;
+		__atomic_store_n(&_sq_pool.spin_ns, budget / 2 < SQ_SPIN_MIN_NS
+				? 0 : budget / 2, __ATOMIC_RELAXED);
 	}
+	/* Not spinning, or the spin found nothing: leave the searchers. */
+	if (w->searching && _sq_worker_give_up_search(w))
+		return true;
 
 	/* Before sleeping, let a thread this worker preempted run first (a
 	 * submitter it was woken by, often on the same CPU): a job it submits
@@ -1046,35 +1021,6 @@ _sq_monitor_kick(void)
 			== 0 && __atomic_load_n(&_sq_pool.monitor_deep,
 			__ATOMIC_SEQ_CST))
 		_sq_futex_wake(&_sq_pool.monitor_kick, 1);
-}
-
-/* Called by the event loop shortly before a precise timer fires: one
- * worker should be spinning for work until `until_ns`. If a worker is
- * already searching, it spins too once it runs out of work (it reads
- * `spin_until`); otherwise wake an idle one, which finds nothing yet and
- * spins until the timer's job arrives. */
-void
-_sq_pool_prewake(uint64_t until_ns)
-{
-	_sq_pool_init();
-	__atomic_store_n(&_sq_pool.spin_until, until_ns, __ATOMIC_SEQ_CST);
-	/* A spinner reads the new deadline and keeps spinning. */
-	if (__atomic_load_n(&_sq_pool.spinning, __ATOMIC_SEQ_CST) != 0 ||
-			__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) == 0)
-		return;
-	/* Wake an idle worker as one more searcher: it finds nothing yet
-	 * and spins (a searcher busy elsewhere may not). */
-	__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
-	struct sq_worker_s *w = _sq_idle_pop();
-	if (w) {
-		_sq_worker_wake(w);
-		return;
-	}
-	/* Nobody idle after all: every worker is busy, and the timer's job
-	 * will wait for one as any job would. As in _sq_pool_notify, a
-	 * submitter that saw our count meanwhile is covered: a worker going
-	 * idle after our pop re-checks the queues after its push. */
-	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
 }
 
 /* ---- Statistics --------------------------------------------------------- */

@@ -135,9 +135,10 @@ _sq_source_has_work(struct sq_source_s *s, uint64_t st)
 	return __atomic_load_n(&s->pending, __ATOMIC_SEQ_CST) != 0;
 }
 
-/* Queues the handler job once, unless suspended or already queued. */
+/* Queues the handler job once, unless suspended or already queued;
+ * `here`: or runs it on this thread if its queue allows. */
 static void
-_sq_source_wakeup(struct sq_source_s *s)
+_sq_source_wakeup_maybe_here(struct sq_source_s *s, bool here)
 {
 	uint64_t st = _sq_source_state(s);
 	for (;;) {
@@ -151,8 +152,23 @@ _sq_source_wakeup(struct sq_source_s *s)
 			break;
 	}
 	_sq_retain_internal(s); /* the job's reference */
-	sq_async_f(__atomic_load_n(&s->obj.target, __ATOMIC_ACQUIRE), s,
-			_sq_source_invoke);
+	sq_queue_t target = __atomic_load_n(&s->obj.target, __ATOMIC_ACQUIRE);
+	/* On a worker with nothing else to do (a timer's on-time entry), a
+	 * root or idle serial target's handler runs right here: no hand-off
+	 * (sq_sync_f runs root-queue work on the caller). */
+	if (here && _sq_queue_is_root(target)) {
+		sq_sync_f(target, s, _sq_source_invoke);
+		return;
+	}
+	if (here && _sq_queue_try_run_here_f(target, s, _sq_source_invoke))
+		return;
+	sq_async_f(target, s, _sq_source_invoke);
+}
+
+static void
+_sq_source_wakeup(struct sq_source_s *s)
+{
+	_sq_source_wakeup_maybe_here(s, false);
 }
 
 /* Takes a reference on a handler (under the lock) so it can run while
@@ -876,8 +892,29 @@ _sq_sources_atfork_child(void)
 
 /* ---- Loop side: timers ------------------------------------------------- */
 
+/* A tick fired early, merged at its deadline (event.c, "Precise
+ * wake-ups"). One allocation per early tick: a timer whose interval is
+ * below the margin can have two in flight. */
+struct sq_source_tick_s {
+	struct sq_ontime_s ontime;
+	struct sq_source_s *source;
+	uintptr_t fires;
+};
+
 static void
-_sq_source_timer_fire(struct sq_timer_s *t, uint64_t now)
+_sq_source_tick_on_time(struct sq_ontime_s *e)
+{
+	struct sq_source_tick_s *tick = caa_container_of(e,
+			struct sq_source_tick_s, ontime);
+	struct sq_source_s *s = tick->source;
+	__atomic_add_fetch(&s->pending, tick->fires, __ATOMIC_SEQ_CST);
+	free(tick);
+	_sq_source_wakeup_maybe_here(s, true);
+	_sq_release_internal(s);
+}
+
+static void
+_sq_source_timer_fire(struct sq_timer_s *t, uint64_t now, bool early)
 {
 	struct sq_source_s *s = caa_container_of(t, struct sq_source_s, timer);
 	uint64_t fires = 1;
@@ -901,7 +938,21 @@ _sq_source_timer_fire(struct sq_timer_s *t, uint64_t now)
 			_sq_timer_schedule(t);
 		}
 	}
-	_sq_source_merge(s, (uintptr_t)fires);
+	if (!early) {
+		_sq_source_merge(s, (uintptr_t)fires);
+		return;
+	}
+	/* Fired ahead (`now` is the deadline): merged when due. The
+	 * reference keeps the source for the entry. */
+	struct sq_source_tick_s *tick = malloc(sizeof(*tick));
+	if (tick == NULL)
+		_sq_client_crash("sq_source_set_timer", "out of memory");
+	tick->ontime.due = now;
+	tick->ontime.run = _sq_source_tick_on_time;
+	tick->source = s;
+	tick->fires = (uintptr_t)fires;
+	_sq_retain_internal(s);
+	_sq_ontime_post(&tick->ontime);
 }
 
 /* Loads the schedule given by sq_source_set_timer into the heap entry. */
