@@ -56,7 +56,7 @@ struct sq_timer_s {
 	 * been removed from the heaps). `now` is the clock's time; `early`:
 	 * a precise wake-up fired it up to SQ_TIMER_EARLY_NS ahead, `now`
 	 * is its deadline, and what it hands to other threads must wait
-	 * until then (_sq_spin_until on a worker, not on the loop). */
+	 * until then (an on-time entry, below). */
 	void (*fire)(struct sq_timer_s *timer, uint64_t now, bool early);
 };
 
