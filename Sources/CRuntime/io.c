@@ -268,6 +268,23 @@ _sq_io_dispose(struct sq_object_s *o)
 static void
 _sq_io_close_on_q(void *ctx);
 
+/*
+ * Runs a close (`fn`, which releases the reference taken here) on q: on
+ * this thread if q is idle, with nothing queued (the sync fast path; the
+ * work is short: it never blocks, and the cleanup handler is posted, not
+ * called), else posted. A channel that is done with its work, closed from
+ * its last handler, so needs no hand-off to q and back. Not from q itself
+ * (a barrier), nor while q waits to be resumed: then it is posted, in
+ * order after what is queued.
+ */
+static void
+_sq_io_close_post(struct sq_io_s *ch, sq_function_t fn)
+{
+	_sq_retain_internal(ch);
+	if (!_sq_queue_try_run_here_f(ch->q, ch, fn))
+		sq_async_f(ch->q, ch, fn);
+}
+
 /* The program let go: close (without STOP), as libdispatch does. */
 static void
 _sq_io_last_external_release(struct sq_object_s *o)
@@ -277,8 +294,7 @@ _sq_io_last_external_release(struct sq_object_s *o)
 	 * before this release, so in order on q); no second one. */
 	if (__atomic_exchange_n(&ch->close_posted, true, __ATOMIC_RELAXED))
 		return;
-	_sq_retain_internal(ch); /* released by _sq_io_close_on_q */
-	sq_async_f(ch->q, ch, _sq_io_close_on_q);
+	_sq_io_close_post(ch, _sq_io_close_on_q);
 }
 
 static const struct sq_vtable_s _sq_io_vtable = {
@@ -863,7 +879,13 @@ _sq_io_deliver(struct sq_io_op_s *op, bool done, sq_data_t data, int error)
 	sq_queue_t target = op->dq;
 	if (target == NULL) {
 		if (done) {
-			target = op->tq; /* the only call: nothing to overlap */
+			/* The only call: nothing to overlap. On a global queue
+			 * (the one q runs on), it runs on this worker as soon as
+			 * q's drain is over: no second hand-off. */
+			if (_sq_queue_defer_to_root_f(op->tq, d,
+					_sq_io_deliver_run))
+				return;
+			target = op->tq;
 		} else {
 			op->dq = sq_queue_create_with_target(
 					"com.swiftqueues.io.handler", NULL,
@@ -2053,8 +2075,7 @@ sq_io_close(sq_io_t ch, sq_io_close_flags_t flags)
 	if (__atomic_exchange_n(&ch->close_posted, true, __ATOMIC_RELAXED) &&
 			!(flags & SQ_IO_STOP))
 		return; /* closing already: nothing more to do */
-	_sq_retain_internal(ch);
-	sq_async_f(ch->q, ch, (flags & SQ_IO_STOP) ? _sq_io_stop_on_q
+	_sq_io_close_post(ch, (flags & SQ_IO_STOP) ? _sq_io_stop_on_q
 			: _sq_io_close_on_q);
 }
 
