@@ -110,10 +110,12 @@ struct sq_io_s {
 	struct sq_object_s obj;
 	sq_io_type_t type;
 	sq_queue_t q;
+	bool own_q;               /* q was made for it (not an entry's) */
 	sq_queue_t cleanup_q;
 	void *cleanup_ctx;
 	sq_io_cleanup_function_t cleanup;
 	char *path;
+	bool path_inline;         /* path is in the channel's allocation */
 	int oflag;
 	mode_t mode;
 	int fd_pub;               /* for sq_io_get_descriptor; atomic */
@@ -254,14 +256,70 @@ static void _sq_io_pump_once(struct sq_io_s *ch);
 
 /* ---- The channel object ------------------------------------------------ */
 
+/*
+ * Queues of channels that are gone, for the next channels that need a queue
+ * of their own (path channels above all: one per file): a queue is only a
+ * place in line, and making one (an aligned allocation, the label copied)
+ * and freeing it again costs more than taking one from here. A queue comes
+ * back only as it was made: nobody else holds it, not suspended, and it
+ * cannot be made otherwise (it never leaves io.c). It may still be
+ * finishing the drain that released its channel: the next channel's work
+ * then simply runs after it, as on any serial queue. The lock orders the
+ * hand-over from the releasing thread to the taking one.
+ */
+#define SQ_IO_QUEUE_CACHE 64
+static struct {
+	pthread_mutex_t lock;
+	int count;
+	sq_queue_t q[SQ_IO_QUEUE_CACHE];
+} _sq_io_queues = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static sq_queue_t
+_sq_io_queue_get(void)
+{
+	sq_queue_t q = NULL;
+	pthread_mutex_lock(&_sq_io_queues.lock);
+	if (_sq_io_queues.count > 0)
+		q = _sq_io_queues.q[--_sq_io_queues.count];
+	pthread_mutex_unlock(&_sq_io_queues.lock);
+	return q != NULL ? q : sq_queue_create("com.swiftqueues.io", NULL);
+}
+
+/* Takes over the caller's (the channel's) reference on `q`. */
+static void
+_sq_io_queue_put(sq_queue_t q)
+{
+	/* Relaxed: only ours can be left (nobody else ever had one), so
+	 * the values cannot be changing; a suspended queue (a channel from
+	 * a channel whose attach never came) is not reused. */
+	bool reusable = __atomic_load_n(&q->obj.xref, __ATOMIC_RELAXED) == 1 &&
+			!(__atomic_load_n(&q->state, __ATOMIC_RELAXED) &
+			(SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE));
+	if (reusable) {
+		pthread_mutex_lock(&_sq_io_queues.lock);
+		reusable = _sq_io_queues.count < SQ_IO_QUEUE_CACHE;
+		if (reusable)
+			_sq_io_queues.q[_sq_io_queues.count++] = q;
+		pthread_mutex_unlock(&_sq_io_queues.lock);
+	}
+	if (!reusable)
+		sq_release(q);
+}
+
 static void
 _sq_io_dispose(struct sq_object_s *o)
 {
 	struct sq_io_s *ch = (struct sq_io_s *)o;
-	sq_release(ch->q);
+	if (ch->own_q)
+		_sq_io_queue_put(ch->q);
+	else
+		sq_release(ch->q);
 	if (ch->cleanup_q)
 		sq_release(ch->cleanup_q);
-	free(ch->path);
+	if (!ch->path_inline)
+		free(ch->path);
 	_sq_object_free(o);
 }
 
@@ -304,18 +362,21 @@ static const struct sq_vtable_s _sq_io_vtable = {
 	.fork_bound = true,
 };
 
-/* A channel working on `q` (retained), or on a queue of its own. */
+/* A channel working on `q` (retained), or on a queue of its own, with
+ * `extra` bytes after it. */
 static struct sq_io_s *
 _sq_io_alloc(sq_io_type_t type, sq_queue_t queue, void *ctx,
-		sq_io_cleanup_function_t cleanup, sq_queue_t q)
+		sq_io_cleanup_function_t cleanup, sq_queue_t q, size_t extra)
 {
-	struct sq_io_s *ch = _sq_object_alloc(&_sq_io_vtable, sizeof(*ch));
+	struct sq_io_s *ch = _sq_object_alloc(&_sq_io_vtable,
+			sizeof(*ch) + extra);
 	ch->type = type;
 	if (q != NULL) {
 		sq_retain(q);
 		ch->q = q;
 	} else {
-		ch->q = sq_queue_create("com.swiftqueues.io", NULL);
+		ch->q = _sq_io_queue_get();
+		ch->own_q = true;
 	}
 	ch->calls = 1;
 	if (queue == NULL)
@@ -341,7 +402,7 @@ sq_io_create_f(sq_io_type_t type, sq_fd_t fd, sq_queue_t queue, void *ctx,
 	}
 	/* One entry, and one queue, for every channel on `fd`. */
 	struct sq_io_fd_s *e = _sq_io_fd_get(fd);
-	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup, e->q);
+	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup, e->q, 0);
 	ch->fde = e;
 	ch->fd = fd;
 	ch->tabled = true;
@@ -360,10 +421,12 @@ sq_io_create_with_path_f(sq_io_type_t type, const char *path, int oflag,
 		errno = EINVAL;
 		return NULL;
 	}
-	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup, NULL);
-	ch->path = strdup(path);
-	if (ch->path == NULL)
-		_sq_client_crash("sq_io_create_with_path", "out of memory");
+	/* The path lives right after the channel: one allocation. */
+	size_t len = strlen(path) + 1;
+	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup, NULL,
+			len);
+	ch->path = memcpy(ch + 1, path, len);
+	ch->path_inline = true;
 	ch->oflag = oflag;
 	ch->mode = mode;
 	return ch;
@@ -786,14 +849,14 @@ sq_io_create_with_io_f(sq_io_type_t type, sq_io_t in, sq_queue_t queue,
 		 * the first channel's. (A fresh one if the first channel is
 		 * done: then the attach finds it closed.) */
 		struct sq_io_fd_s *e = _sq_io_fd_get(in->tfd);
-		ch = _sq_io_alloc(type, queue, ctx, cleanup, e->q);
+		ch = _sq_io_alloc(type, queue, ctx, cleanup, e->q, 0);
 		ch->fde = e;
 		ch->fd = e->fd;
 		ch->tabled = true;
 		ch->tfd = e->fd;
 		__atomic_store_n(&ch->fd_pub, e->fd, __ATOMIC_RELAXED);
 	} else {
-		ch = _sq_io_alloc(type, queue, ctx, cleanup, NULL);
+		ch = _sq_io_alloc(type, queue, ctx, cleanup, NULL, 0);
 	}
 	/* Operations wait on its own queue until _sq_io_attach resumes it. */
 	if (ch->q != in->q)
@@ -2185,6 +2248,10 @@ _sq_io_atfork_child(void)
 	_sq_io_pool.head = _sq_io_pool.tail = NULL;
 	_sq_io_pool.threads = _sq_io_pool.idle = 0;
 	pthread_mutex_init(&_sq_io_slots.lock, NULL);
+	/* The parent's channel queues may be in the middle of a drain by a
+	 * thread the child does not have: forget them (not freed). */
+	pthread_mutex_init(&_sq_io_queues.lock, NULL);
+	_sq_io_queues.count = 0;
 	_sq_io_slots.init = false;
 	_sq_io_slots.free = 0;
 	_sq_io_slots.head = _sq_io_slots.tail = NULL;
