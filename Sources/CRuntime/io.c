@@ -170,7 +170,8 @@ struct sq_io_s {
  */
 struct sq_io_fd_s {
 	int fd;
-	int refs;                 /* sharers not yet done (the table lock) */
+	int refs;                 /* sharers not yet done (the table lock;
+	                           * q only for an own entry: one sharer) */
 	bool own;                 /* opened from a path: close, give the slot */
 	bool listed;              /* in the table (the table lock) */
 	struct sq_io_fd_s *hnext; /* the table's chain (the table lock) */
@@ -643,7 +644,10 @@ _sq_io_fd_maybe_final(struct sq_io_fd_s *e)
 	if (!e->closing || e->sources_live > 0)
 		return;
 	e->closing = false;
-	pthread_mutex_lock(&_sq_io_fds.lock);
+	/* An entry opened from a path is never in the table and has one
+	 * sharer, its channel: only the table's entries need the lock. */
+	if (!e->own)
+		pthread_mutex_lock(&_sq_io_fds.lock);
 	bool gone = e->refs == 0;
 	if (gone) {
 		if (e->listed)
@@ -653,7 +657,8 @@ _sq_io_fd_maybe_final(struct sq_io_fd_s *e)
 		if (e->nonblock_set)
 			fcntl(e->fd, F_SETFL, e->orig_flags);
 	}
-	pthread_mutex_unlock(&_sq_io_fds.lock);
+	if (!e->own)
+		pthread_mutex_unlock(&_sq_io_fds.lock);
 	if (gone && e->own) {
 		close(e->fd);
 		_sq_io_slot_put();
@@ -683,9 +688,14 @@ _sq_io_fd_maybe_final(struct sq_io_fd_s *e)
 static void
 _sq_io_fd_release(struct sq_io_fd_s *e)
 {
-	pthread_mutex_lock(&_sq_io_fds.lock);
-	bool last = --e->refs == 0;
-	pthread_mutex_unlock(&_sq_io_fds.lock);
+	bool last;
+	if (e->own) {
+		last = --e->refs == 0; /* not in the table: q only */
+	} else {
+		pthread_mutex_lock(&_sq_io_fds.lock);
+		last = --e->refs == 0;
+		pthread_mutex_unlock(&_sq_io_fds.lock);
+	}
 	if (!last)
 		return;
 	e->closing = true;
