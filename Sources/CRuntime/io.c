@@ -104,6 +104,9 @@ struct sq_io_op_s {
 	int chunk_errno;
 	bool chunk_eof;           /* a read chunk also saw end of file */
 	bool chunked;             /* not the first chunk */
+	size_t at_end;            /* reads: bytes from where the first chunk
+	                           * starts to the end of the file, if known
+	                           * (SIZE_MAX: not known) */
 };
 
 struct sq_io_s {
@@ -148,6 +151,8 @@ struct sq_io_s {
 	bool pumping, pump_again; /* _sq_io_pump is running */
 	off_t base;
 	size_t size_hint;         /* a regular file's size at setup, + 1 */
+	size_t file_size;         /* a file it opened itself, not yet read or
+	                           * written: its size (SIZE_MAX: not so) */
 	int err;                  /* the channel's error (setup, EBADF) */
 	bool closed;              /* later operations fail (ECANCELED) */
 	bool stopped;             /* SQ_IO_STOP: waiting ones fail too */
@@ -761,6 +766,9 @@ _sq_io_setup(struct sq_io_s *ch)
 	ch->size_hint = S_ISREG(st.st_mode) && st.st_size >= 0 &&
 			(uint64_t)st.st_size < SQ_IO_FILE_CHUNK ?
 			(size_t)st.st_size + 1 : SQ_IO_FILE_CHUNK;
+	/* Opened here, so at position 0 (and base 0). */
+	ch->file_size = ch->fde->own && ch->size_hint != SQ_IO_FILE_CHUNK ?
+			ch->size_hint - 1 : SIZE_MAX;
 	ch->is_sock = S_ISSOCK(st.st_mode);
 	if (ch->type == SQ_IO_RANDOM) {
 		if (!ch->is_file) {
@@ -1546,6 +1554,7 @@ _sq_io_file_chunk(struct sq_io_op_s *op)
 		size_t want = full;
 		if (!op->chunked && want > ch->size_hint)
 			want = ch->size_hint;
+		size_t at_end = op->chunked ? SIZE_MAX : op->at_end;
 		op->chunked = true;
 		char *buf = malloc(want ? want : 1);
 		if (buf == NULL)
@@ -1569,6 +1578,13 @@ _sq_io_file_chunk(struct sq_io_op_s *op)
 				break;
 			}
 			got += (size_t)n;
+			if (got == at_end && got < want) {
+				/* Exactly the size the file had at setup, and a
+				 * short read: its end, without a read for it
+				 * (a file grown since fills the spare byte). */
+				op->chunk_eof = true;
+				break;
+			}
 			if (got == want && want < full) {
 				char *more = realloc(buf, full);
 				if (more == NULL)
@@ -1709,6 +1725,17 @@ _sq_io_file_submit(struct sq_io_op_s *op)
 	op->inflight = true;
 	if (op->kind == SQ_IO_OP_WRITE) /* the pool's lock publishes it */
 		op->chunk_max = _sq_io_write_room(op);
+	if (!op->chunked) {
+		/* The size is where the end is for a read from position 0:
+		 * the first operation of a stream channel, or one at offset
+		 * 0 of a random one. Anything else moves the position (or
+		 * may change the file) first: not known from then on. */
+		op->at_end = op->kind == SQ_IO_OP_READ &&
+				(ch->type == SQ_IO_RANDOM ? op->offset == 0 :
+				true) ? ch->file_size : SIZE_MAX;
+		if (ch->type == SQ_IO_STREAM || op->kind == SQ_IO_OP_WRITE)
+			ch->file_size = SIZE_MAX;
+	}
 	bool small = op->kind == SQ_IO_OP_READ
 			? ch->size_hint <= SQ_IO_INLINE_MAX + 1
 			: sq_data_get_size(op->pending) <= SQ_IO_INLINE_MAX;

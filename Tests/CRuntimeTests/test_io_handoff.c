@@ -6,7 +6,10 @@
  * hold either way: the bytes, one done call on the global queue, one
  * cleanup after it, the descriptor closed; a handler may wait for another
  * operation of its own channel; a close from a barrier or right after an
- * operation is still ordered after that operation.
+ * operation is still ordered after that operation. A file read whole in
+ * one call that returns exactly its size at open is taken as at its end
+ * (no read for the end): files whose size says otherwise (/proc, /sys) or
+ * that grew are still read to their real end.
  */
 #include "io_helpers.h"
 
@@ -303,11 +306,159 @@ test_close_order(void)
 	free(path);
 }
 
+/* ---- The end of a file whose size was known --------------------------- */
+
+/* A path channel's whole read of `path`, as one buffer; NULL on error. */
+static sq_data_t
+channel_read_all(const char *path, sq_io_type_t type)
+{
+	struct result r;
+	result_init(&r);
+	sq_queue_t g = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	sq_io_t ch = sq_io_create_with_path_f(type, path, O_RDONLY, 0, g,
+			NULL, NULL);
+	sq_io_read_f(ch, 0, SIZE_MAX, g, &r, on_io);
+	bool ok = wait_result(&r) && r.error == 0 && r.done_calls == 1;
+	sq_release(ch);
+	sq_data_t d = r.data;
+	sq_retain(d);
+	result_free(&r);
+	if (!ok) {
+		sq_release(d);
+		return NULL;
+	}
+	return d;
+}
+
+/* The bytes of `path` by plain reads until end of file. */
+static size_t
+plain_read(const char *path, char *buf, size_t cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return SIZE_MAX;
+	size_t got = 0;
+	ssize_t n;
+	while (got < cap && (n = read(fd, buf + got, cap - got)) > 0)
+		got += (size_t)n;
+	close(fd);
+	return got;
+}
+
+static bool
+data_equals(sq_data_t d, const char *bytes, size_t n)
+{
+	const void *p;
+	size_t size;
+	sq_data_t m = sq_data_create_map(d, &p, &size);
+	bool same = size == n && memcmp(p, bytes, n) == 0;
+	sq_release(m);
+	return same;
+}
+
+static void
+test_size_is_not_the_end(void)
+{
+	/* st_size 0, content not empty. */
+	sq_data_t d = channel_read_all("/proc/self/status", SQ_IO_STREAM);
+	CHECK(d != NULL);
+	if (d) {
+		const void *p;
+		size_t n;
+		sq_data_t m = sq_data_create_map(d, &p, &n);
+		CHECK(n > 5 && memcmp(p, "Name:", 5) == 0);
+		sq_release(m);
+		sq_release(d);
+	}
+	/* st_size 4096, content shorter: all of it, the same as plain
+	 * reads give (a file that does not change while we look). */
+	static const char *const sys[] = {
+		"/sys/kernel/mm/transparent_hugepage/enabled",
+		"/sys/devices/system/cpu/online",
+		"/sys/kernel/osrelease",
+	};
+	for (size_t i = 0; i < sizeof(sys) / sizeof(sys[0]); i++) {
+		char want[8192];
+		size_t n = plain_read(sys[i], want, sizeof(want));
+		if (n == SIZE_MAX)
+			continue; /* not on this system */
+		for (int k = 0; k < 2; k++) {
+			d = channel_read_all(sys[i], k ? SQ_IO_RANDOM
+					: SQ_IO_STREAM);
+			CHECK(d != NULL && data_equals(d, want, n));
+			if (d)
+				sq_release(d);
+		}
+	}
+
+	/* A file appended to between two reads at offset 0 of a random
+	 * channel: the second read has every byte, the new ones too. */
+	char *path = temp_path("grows");
+	write_file(path, 0, NESTED_BYTES);
+	sq_queue_t g = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	struct cleanup c;
+	cleanup_init(&c);
+	sq_io_t ch = sq_io_create_with_path_f(SQ_IO_RANDOM, path, O_RDONLY, 0,
+			g, &c, on_cleanup);
+	struct result r;
+	result_init(&r);
+	sq_io_read_f(ch, 0, SIZE_MAX, g, &r, on_io);
+	CHECK(wait_result(&r));
+	CHECK_EQ(r.size, NESTED_BYTES);
+	CHECK(data_is_pattern(r.data, 0));
+	int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	CHECK(fd >= 0);
+	uint8_t more[300];
+	for (size_t i = 0; i < sizeof(more); i++)
+		more[i] = pat(NESTED_BYTES + i);
+	CHECK_EQ(write(fd, more, sizeof(more)), (ssize_t)sizeof(more));
+	close(fd);
+	result_reset(&r);
+	sq_io_read_f(ch, 0, SIZE_MAX, g, &r, on_io);
+	CHECK(wait_result(&r));
+	CHECK_EQ(r.error, 0);
+	CHECK_EQ(r.size, NESTED_BYTES + sizeof(more));
+	CHECK(data_is_pattern(r.data, 0));
+	sq_io_close(ch, 0);
+	sq_release(ch);
+	cleanup_check(&c, 0);
+	result_free(&r);
+
+	/* Written, then read as a stream from where the write left it (a
+	 * read-write path channel): the rest of the file, whatever its size
+	 * was at open. */
+	write_file(path, 0, NESTED_BYTES);
+	cleanup_init(&c);
+	ch = sq_io_create_with_path_f(SQ_IO_STREAM, path, O_RDWR, 0, g, &c,
+			on_cleanup);
+	struct result w;
+	result_init(&w);
+	sq_data_t head = pattern_data(0, 1000);
+	sq_io_write_f(ch, 0, head, g, &w, on_write);
+	result_init(&r);
+	sq_io_read_f(ch, 0, SIZE_MAX, g, &r, on_io);
+	CHECK(wait_result(&w));
+	CHECK(wait_result(&r));
+	CHECK_EQ(w.error, 0);
+	CHECK_EQ(r.error, 0);
+	CHECK_EQ(r.size, NESTED_BYTES - 1000);
+	CHECK(data_is_pattern(r.data, 1000));
+	sq_io_close(ch, 0);
+	sq_release(ch);
+	cleanup_check(&c, 0);
+	sq_release(head);
+	result_free(&w);
+	result_free(&r);
+	unlink(path);
+	free(path);
+}
+
 int
 main(void)
 {
 	test_small_files();
 	test_handler_waits();
 	test_close_order();
+	test_size_is_not_the_end();
 	return sqt_finish("test_io_handoff");
 }
