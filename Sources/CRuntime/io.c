@@ -297,9 +297,12 @@ _sq_io_queue_get(void)
 static void
 _sq_io_queue_put(sq_queue_t q)
 {
-	/* Relaxed: only ours can be left (nobody else ever had one), so
-	 * the values cannot be changing; a suspended queue (a channel from
-	 * a channel whose attach never came) is not reused. */
+	/* Relaxed: values, not a hand-over (the cache's lock is that). Only
+	 * our reference can be left, nobody else ever had one, and only its
+	 * channel suspends or resumes it, so neither can be changing (a
+	 * drainer may still flip ENQUEUED, which is not looked at); a
+	 * suspended queue (a channel from a channel whose attach never
+	 * came) is not reused. */
 	bool reusable = __atomic_load_n(&q->obj.xref, __ATOMIC_RELAXED) == 1 &&
 			!(__atomic_load_n(&q->state, __ATOMIC_RELAXED) &
 			(SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE));
