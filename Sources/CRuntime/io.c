@@ -104,16 +104,21 @@ struct sq_io_op_s {
 	int chunk_errno;
 	bool chunk_eof;           /* a read chunk also saw end of file */
 	bool chunked;             /* not the first chunk */
+	size_t at_end;            /* reads: bytes from where the first chunk
+	                           * starts to the end of the file, if known
+	                           * (SIZE_MAX: not known) */
 };
 
 struct sq_io_s {
 	struct sq_object_s obj;
 	sq_io_type_t type;
 	sq_queue_t q;
+	bool own_q;               /* q was made for it (not an entry's) */
 	sq_queue_t cleanup_q;
 	void *cleanup_ctx;
 	sq_io_cleanup_function_t cleanup;
 	char *path;
+	bool path_inline;         /* path is in the channel's allocation */
 	int oflag;
 	mode_t mode;
 	int fd_pub;               /* for sq_io_get_descriptor; atomic */
@@ -146,6 +151,8 @@ struct sq_io_s {
 	bool pumping, pump_again; /* _sq_io_pump is running */
 	off_t base;
 	size_t size_hint;         /* a regular file's size at setup, + 1 */
+	size_t file_size;         /* a file it opened itself, not yet read or
+	                           * written: its size (SIZE_MAX: not so) */
 	int err;                  /* the channel's error (setup, EBADF) */
 	bool closed;              /* later operations fail (ECANCELED) */
 	bool stopped;             /* SQ_IO_STOP: waiting ones fail too */
@@ -168,7 +175,8 @@ struct sq_io_s {
  */
 struct sq_io_fd_s {
 	int fd;
-	int refs;                 /* sharers not yet done (the table lock) */
+	int refs;                 /* sharers not yet done (the table lock;
+	                           * q only for an own entry: one sharer) */
 	bool own;                 /* opened from a path: close, give the slot */
 	bool listed;              /* in the table (the table lock) */
 	struct sq_io_fd_s *hnext; /* the table's chain (the table lock) */
@@ -254,19 +262,95 @@ static void _sq_io_pump_once(struct sq_io_s *ch);
 
 /* ---- The channel object ------------------------------------------------ */
 
+/*
+ * Queues of channels that are gone, for the next channels that need a queue
+ * of their own (path channels above all: one per file): a queue is only a
+ * place in line, and making one (an aligned allocation, the label copied)
+ * and freeing it again costs more than taking one from here. A queue comes
+ * back only as it was made: nobody else holds it, not suspended, and it
+ * cannot be made otherwise (it never leaves io.c). It may still be
+ * finishing the drain that released its channel: the next channel's work
+ * then simply runs after it, as on any serial queue. The lock orders the
+ * hand-over from the releasing thread to the taking one.
+ */
+#define SQ_IO_QUEUE_CACHE 64
+static struct {
+	pthread_mutex_t lock;
+	int count;
+	sq_queue_t q[SQ_IO_QUEUE_CACHE];
+} _sq_io_queues = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+};
+
+static sq_queue_t
+_sq_io_queue_get(void)
+{
+	sq_queue_t q = NULL;
+	pthread_mutex_lock(&_sq_io_queues.lock);
+	if (_sq_io_queues.count > 0)
+		q = _sq_io_queues.q[--_sq_io_queues.count];
+	pthread_mutex_unlock(&_sq_io_queues.lock);
+	return q != NULL ? q : sq_queue_create("com.swiftqueues.io", NULL);
+}
+
+/* Takes over the caller's (the channel's) reference on `q`. */
+static void
+_sq_io_queue_put(sq_queue_t q)
+{
+	/* Relaxed: values, not a hand-over (the cache's lock is that). Only
+	 * our reference can be left, nobody else ever had one, and only its
+	 * channel suspends or resumes it, so neither can be changing (a
+	 * drainer may still flip ENQUEUED, which is not looked at); a
+	 * suspended queue (a channel from a channel whose attach never
+	 * came) is not reused. */
+	bool reusable = __atomic_load_n(&q->obj.xref, __ATOMIC_RELAXED) == 1 &&
+			!(__atomic_load_n(&q->state, __ATOMIC_RELAXED) &
+			(SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE));
+	if (reusable) {
+		pthread_mutex_lock(&_sq_io_queues.lock);
+		reusable = _sq_io_queues.count < SQ_IO_QUEUE_CACHE;
+		if (reusable)
+			_sq_io_queues.q[_sq_io_queues.count++] = q;
+		pthread_mutex_unlock(&_sq_io_queues.lock);
+	}
+	if (!reusable)
+		sq_release(q);
+}
+
 static void
 _sq_io_dispose(struct sq_object_s *o)
 {
 	struct sq_io_s *ch = (struct sq_io_s *)o;
-	sq_release(ch->q);
+	if (ch->own_q)
+		_sq_io_queue_put(ch->q);
+	else
+		sq_release(ch->q);
 	if (ch->cleanup_q)
 		sq_release(ch->cleanup_q);
-	free(ch->path);
+	if (!ch->path_inline)
+		free(ch->path);
 	_sq_object_free(o);
 }
 
 static void
 _sq_io_close_on_q(void *ctx);
+
+/*
+ * Runs a close (`fn`, which releases the reference taken here) on q: on
+ * this thread if q is idle, with nothing queued (the sync fast path; the
+ * work is short: it never blocks, and the cleanup handler is posted, not
+ * called), else posted. A channel that is done with its work, closed from
+ * its last handler, so needs no hand-off to q and back. Not from q itself
+ * (a barrier), nor while q waits to be resumed: then it is posted, in
+ * order after what is queued.
+ */
+static void
+_sq_io_close_post(struct sq_io_s *ch, sq_function_t fn)
+{
+	_sq_retain_internal(ch);
+	if (!_sq_queue_try_run_here_f(ch->q, ch, fn))
+		sq_async_f(ch->q, ch, fn);
+}
 
 /* The program let go: close (without STOP), as libdispatch does. */
 static void
@@ -277,8 +361,7 @@ _sq_io_last_external_release(struct sq_object_s *o)
 	 * before this release, so in order on q); no second one. */
 	if (__atomic_exchange_n(&ch->close_posted, true, __ATOMIC_RELAXED))
 		return;
-	_sq_retain_internal(ch); /* released by _sq_io_close_on_q */
-	sq_async_f(ch->q, ch, _sq_io_close_on_q);
+	_sq_io_close_post(ch, _sq_io_close_on_q);
 }
 
 static const struct sq_vtable_s _sq_io_vtable = {
@@ -288,18 +371,21 @@ static const struct sq_vtable_s _sq_io_vtable = {
 	.fork_bound = true,
 };
 
-/* A channel working on `q` (retained), or on a queue of its own. */
+/* A channel working on `q` (retained), or on a queue of its own, with
+ * `extra` bytes after it. */
 static struct sq_io_s *
 _sq_io_alloc(sq_io_type_t type, sq_queue_t queue, void *ctx,
-		sq_io_cleanup_function_t cleanup, sq_queue_t q)
+		sq_io_cleanup_function_t cleanup, sq_queue_t q, size_t extra)
 {
-	struct sq_io_s *ch = _sq_object_alloc(&_sq_io_vtable, sizeof(*ch));
+	struct sq_io_s *ch = _sq_object_alloc(&_sq_io_vtable,
+			sizeof(*ch) + extra);
 	ch->type = type;
 	if (q != NULL) {
 		sq_retain(q);
 		ch->q = q;
 	} else {
-		ch->q = sq_queue_create("com.swiftqueues.io", NULL);
+		ch->q = _sq_io_queue_get();
+		ch->own_q = true;
 	}
 	ch->calls = 1;
 	if (queue == NULL)
@@ -325,7 +411,7 @@ sq_io_create_f(sq_io_type_t type, sq_fd_t fd, sq_queue_t queue, void *ctx,
 	}
 	/* One entry, and one queue, for every channel on `fd`. */
 	struct sq_io_fd_s *e = _sq_io_fd_get(fd);
-	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup, e->q);
+	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup, e->q, 0);
 	ch->fde = e;
 	ch->fd = fd;
 	ch->tabled = true;
@@ -344,10 +430,12 @@ sq_io_create_with_path_f(sq_io_type_t type, const char *path, int oflag,
 		errno = EINVAL;
 		return NULL;
 	}
-	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup, NULL);
-	ch->path = strdup(path);
-	if (ch->path == NULL)
-		_sq_client_crash("sq_io_create_with_path", "out of memory");
+	/* The path lives right after the channel: one allocation. */
+	size_t len = strlen(path) + 1;
+	struct sq_io_s *ch = _sq_io_alloc(type, queue, ctx, cleanup, NULL,
+			len);
+	ch->path = memcpy(ch + 1, path, len);
+	ch->path_inline = true;
 	ch->oflag = oflag;
 	ch->mode = mode;
 	return ch;
@@ -564,7 +652,10 @@ _sq_io_fd_maybe_final(struct sq_io_fd_s *e)
 	if (!e->closing || e->sources_live > 0)
 		return;
 	e->closing = false;
-	pthread_mutex_lock(&_sq_io_fds.lock);
+	/* An entry opened from a path is never in the table and has one
+	 * sharer, its channel: only the table's entries need the lock. */
+	if (!e->own)
+		pthread_mutex_lock(&_sq_io_fds.lock);
 	bool gone = e->refs == 0;
 	if (gone) {
 		if (e->listed)
@@ -574,7 +665,8 @@ _sq_io_fd_maybe_final(struct sq_io_fd_s *e)
 		if (e->nonblock_set)
 			fcntl(e->fd, F_SETFL, e->orig_flags);
 	}
-	pthread_mutex_unlock(&_sq_io_fds.lock);
+	if (!e->own)
+		pthread_mutex_unlock(&_sq_io_fds.lock);
 	if (gone && e->own) {
 		close(e->fd);
 		_sq_io_slot_put();
@@ -604,9 +696,14 @@ _sq_io_fd_maybe_final(struct sq_io_fd_s *e)
 static void
 _sq_io_fd_release(struct sq_io_fd_s *e)
 {
-	pthread_mutex_lock(&_sq_io_fds.lock);
-	bool last = --e->refs == 0;
-	pthread_mutex_unlock(&_sq_io_fds.lock);
+	bool last;
+	if (e->own) {
+		last = --e->refs == 0; /* not in the table: q only */
+	} else {
+		pthread_mutex_lock(&_sq_io_fds.lock);
+		last = --e->refs == 0;
+		pthread_mutex_unlock(&_sq_io_fds.lock);
+	}
 	if (!last)
 		return;
 	e->closing = true;
@@ -672,6 +769,9 @@ _sq_io_setup(struct sq_io_s *ch)
 	ch->size_hint = S_ISREG(st.st_mode) && st.st_size >= 0 &&
 			(uint64_t)st.st_size < SQ_IO_FILE_CHUNK ?
 			(size_t)st.st_size + 1 : SQ_IO_FILE_CHUNK;
+	/* Opened here, so at position 0 (and base 0). */
+	ch->file_size = ch->fde->own && ch->size_hint != SQ_IO_FILE_CHUNK ?
+			ch->size_hint - 1 : SIZE_MAX;
 	ch->is_sock = S_ISSOCK(st.st_mode);
 	if (ch->type == SQ_IO_RANDOM) {
 		if (!ch->is_file) {
@@ -770,14 +870,14 @@ sq_io_create_with_io_f(sq_io_type_t type, sq_io_t in, sq_queue_t queue,
 		 * the first channel's. (A fresh one if the first channel is
 		 * done: then the attach finds it closed.) */
 		struct sq_io_fd_s *e = _sq_io_fd_get(in->tfd);
-		ch = _sq_io_alloc(type, queue, ctx, cleanup, e->q);
+		ch = _sq_io_alloc(type, queue, ctx, cleanup, e->q, 0);
 		ch->fde = e;
 		ch->fd = e->fd;
 		ch->tabled = true;
 		ch->tfd = e->fd;
 		__atomic_store_n(&ch->fd_pub, e->fd, __ATOMIC_RELAXED);
 	} else {
-		ch = _sq_io_alloc(type, queue, ctx, cleanup, NULL);
+		ch = _sq_io_alloc(type, queue, ctx, cleanup, NULL, 0);
 	}
 	/* Operations wait on its own queue until _sq_io_attach resumes it. */
 	if (ch->q != in->q)
@@ -863,7 +963,13 @@ _sq_io_deliver(struct sq_io_op_s *op, bool done, sq_data_t data, int error)
 	sq_queue_t target = op->dq;
 	if (target == NULL) {
 		if (done) {
-			target = op->tq; /* the only call: nothing to overlap */
+			/* The only call: nothing to overlap. On a global queue
+			 * (the one q runs on), it runs on this worker as soon as
+			 * q's drain is over: no second hand-off. */
+			if (_sq_queue_defer_to_root_f(op->tq, d,
+					_sq_io_deliver_run))
+				return;
+			target = op->tq;
 		} else {
 			op->dq = sq_queue_create_with_target(
 					"com.swiftqueues.io.handler", NULL,
@@ -1451,6 +1557,7 @@ _sq_io_file_chunk(struct sq_io_op_s *op)
 		size_t want = full;
 		if (!op->chunked && want > ch->size_hint)
 			want = ch->size_hint;
+		size_t at_end = op->chunked ? SIZE_MAX : op->at_end;
 		op->chunked = true;
 		char *buf = malloc(want ? want : 1);
 		if (buf == NULL)
@@ -1474,6 +1581,13 @@ _sq_io_file_chunk(struct sq_io_op_s *op)
 				break;
 			}
 			got += (size_t)n;
+			if (got == at_end && got < want) {
+				/* Exactly the size the file had at setup, and a
+				 * short read: its end, without a read for it
+				 * (a file grown since fills the spare byte). */
+				op->chunk_eof = true;
+				break;
+			}
 			if (got == want && want < full) {
 				char *more = realloc(buf, full);
 				if (more == NULL)
@@ -1614,6 +1728,17 @@ _sq_io_file_submit(struct sq_io_op_s *op)
 	op->inflight = true;
 	if (op->kind == SQ_IO_OP_WRITE) /* the pool's lock publishes it */
 		op->chunk_max = _sq_io_write_room(op);
+	if (!op->chunked) {
+		/* The size is where the end is for a read from position 0:
+		 * the first operation of a stream channel, or one at offset
+		 * 0 of a random one. Anything else moves the position (or
+		 * may change the file) first: not known from then on. */
+		op->at_end = op->kind == SQ_IO_OP_READ &&
+				(ch->type == SQ_IO_RANDOM ? op->offset == 0 :
+				true) ? ch->file_size : SIZE_MAX;
+		if (ch->type == SQ_IO_STREAM || op->kind == SQ_IO_OP_WRITE)
+			ch->file_size = SIZE_MAX;
+	}
 	bool small = op->kind == SQ_IO_OP_READ
 			? ch->size_hint <= SQ_IO_INLINE_MAX + 1
 			: sq_data_get_size(op->pending) <= SQ_IO_INLINE_MAX;
@@ -2053,8 +2178,7 @@ sq_io_close(sq_io_t ch, sq_io_close_flags_t flags)
 	if (__atomic_exchange_n(&ch->close_posted, true, __ATOMIC_RELAXED) &&
 			!(flags & SQ_IO_STOP))
 		return; /* closing already: nothing more to do */
-	_sq_retain_internal(ch);
-	sq_async_f(ch->q, ch, (flags & SQ_IO_STOP) ? _sq_io_stop_on_q
+	_sq_io_close_post(ch, (flags & SQ_IO_STOP) ? _sq_io_stop_on_q
 			: _sq_io_close_on_q);
 }
 
@@ -2164,6 +2288,10 @@ _sq_io_atfork_child(void)
 	_sq_io_pool.head = _sq_io_pool.tail = NULL;
 	_sq_io_pool.threads = _sq_io_pool.idle = 0;
 	pthread_mutex_init(&_sq_io_slots.lock, NULL);
+	/* The parent's channel queues may be in the middle of a drain by a
+	 * thread the child does not have: forget them (not freed). */
+	pthread_mutex_init(&_sq_io_queues.lock, NULL);
+	_sq_io_queues.count = 0;
 	_sq_io_slots.init = false;
 	_sq_io_slots.free = 0;
 	_sq_io_slots.head = _sq_io_slots.tail = NULL;

@@ -546,6 +546,41 @@ _sq_cont_invoke(struct sq_cont_s *c)
 		_sq_concurrent_item_done(q);
 }
 
+/*
+ * One function a serial queue's work may leave for the queue's root, to run
+ * on the same thread once the drain is over (_sq_queue_defer_to_root_f):
+ * what an async to the root would do when this worker picked it up next,
+ * without the push, the pop and a possible wake-up of another worker. Only
+ * for a drain started by a worker straight from a root (no frame below it),
+ * so that afterwards the thread holds no queue. Thread-local: no ordering.
+ */
+struct sq_defer_s {
+	struct sq_queue_s *queue; /* the queue being drained (identity only) */
+	struct sq_queue_s *root;
+	void *ctx;
+	sq_function_t func;       /* NULL: nothing left */
+};
+
+static SQ_TLS struct sq_defer_s *_sq_defer;
+
+bool
+_sq_queue_defer_to_root_f(sq_queue_t root, void *ctx, sq_function_t func)
+{
+	struct sq_defer_s *d = _sq_defer;
+	struct sq_frame_s *f = _sq_current_frame;
+	/* Only from the drained queue's own work (its frame alone: not in a
+	 * sync to another queue), once per drain, to the root it runs on
+	 * (same priority). */
+	if (d == NULL || d->func != NULL || f == NULL || f->prev != NULL ||
+			f->queue != d->queue || !_sq_queue_is_root(root) ||
+			_sq_queue_target(d->queue) != root)
+		return false;
+	d->root = root;
+	d->ctx = ctx;
+	d->func = func;
+	return true;
+}
+
 void
 _sq_job_run(struct sq_job_s *job)
 {
@@ -554,10 +589,26 @@ _sq_job_run(struct sq_job_s *job)
 		return;
 	}
 	struct sq_queue_s *q = caa_container_of(job, struct sq_queue_s, job);
-	if (q->type == SQ_QUEUE_TYPE_CONCURRENT)
+	if (q->type == SQ_QUEUE_TYPE_CONCURRENT) {
 		_sq_queue_drain_concurrent(q);
-	else
+		return;
+	}
+	if (_sq_current_frame != NULL || _sq_defer != NULL) {
 		(void)_sq_queue_drain(q, SQ_DRAIN_BUDGET);
+		return;
+	}
+	struct sq_defer_s defer = { .queue = q };
+	_sq_defer = &defer;
+	(void)_sq_queue_drain(q, SQ_DRAIN_BUDGET); /* q may be gone after */
+	_sq_defer = NULL;
+	if (defer.func != NULL) {
+		/* As the root's task: q is given up (or back on the root, its
+		 * budget spent), so this thread holds no queue now. */
+		struct sq_frame_s frame;
+		_sq_frame_push(&frame, defer.root, false);
+		defer.func(defer.ctx);
+		_sq_frame_pop(&frame);
+	}
 }
 
 /* Takes the next job from a queue whose drainer we are: NULL when empty.

@@ -212,6 +212,12 @@ SQ_INTERNAL void _sq_pool_push(int root_index, struct sq_job_s *job);
 /* Runs func(ctx) here as q's work if q (serial, on a root) is idle. */
 SQ_INTERNAL bool _sq_queue_try_run_here_f(sq_queue_t q, void *ctx,
 		sq_function_t func);
+/* From the work of a serial queue that a worker drains straight from
+ * `root` (and in no sync): leaves func(ctx) to run on this thread, as
+ * root's task, once the drain is over, and returns true; else (a function
+ * already left, another root, any other context) returns false. */
+SQ_INTERNAL bool _sq_queue_defer_to_root_f(sq_queue_t root, void *ctx,
+		sq_function_t func);
 
 /* The number of workers the pool aims to keep running (usable CPUs). */
 SQ_INTERNAL int _sq_pool_width(void);

@@ -195,7 +195,10 @@ public struct DataBuffer: Sendable {
         var failure: E? = nil
         let finished = storage.walkRegions { region, offset, bytes in
             do throws(E) {
-                return try body(DataBuffer(retaining: region), offset, bytes)
+                // A buffer of one region is its own region (the C object
+                // itself): no second wrapper for it.
+                let data = region == storage.raw ? self : DataBuffer(retaining: region)
+                return try body(data, offset, bytes)
             } catch {
                 failure = error
                 return false

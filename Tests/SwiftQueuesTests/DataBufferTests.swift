@@ -94,6 +94,31 @@ func findHeaderEnd(in data: DataBuffer) -> (offset: Int?, regionsVisited: Int) {
         #expect(c.description == "DataBuffer(11 bytes, 2 regions)")
     }
 
+    /// A buffer of one region walks as one region: the buffer itself (its
+    /// bytes, its memory), and a subrange of one region likewise.
+    @Test func singleRegionWalkIsTheBuffer() {
+        let a = DataBuffer(bytes: "Hello World".utf8)
+        var seen: [(region: DataBuffer, offset: Int, base: UnsafeRawPointer?, count: Int)] = []
+        let finished = a.enumerateRegions { region, offset, bytes in
+            seen.append((region, offset, bytes.baseAddress, bytes.count))
+            return true
+        }
+        #expect(finished)
+        #expect(seen.count == 1)
+        #expect(seen[0].region == a && seen[0].offset == 0 && seen[0].count == 11)
+        #expect(seen[0].base == baseAddress(of: a))
+        #expect(baseAddress(of: seen[0].region) == baseAddress(of: a))
+
+        let sub = (a + DataBuffer(bytes: "!".utf8)).subdata(in: 6..<11)
+        var regions: [DataBuffer] = []
+        sub.enumerateRegions { region, _, _ in
+            regions.append(region)
+            return true
+        }
+        #expect(regions.count == 1 && text(of: regions[0]) == "World")
+        #expect(baseAddress(of: regions[0]) == baseAddress(of: a).map { $0 + 6 })
+    }
+
     /// DATA-2: a subrange is "lo Wo", in two regions (0, 3) and (3, 2) that
     /// point into the original buffers.
     @Test func subrangeSharesRegions() {
