@@ -554,6 +554,7 @@ _sq_pool_push(int root, struct sq_job_s *job)
 
 #define SQ_NEXT_STREAK 32u
 #define SQ_NEXT_STEAL_NS (8 * NSEC_PER_USEC)
+#define SQ_NEXT_SPIN_NS (2 * NSEC_PER_USEC)
 
 void
 _sq_pool_push_next(int root, struct sq_job_s *job)
@@ -636,10 +637,17 @@ _sq_next_steal(struct sq_worker_s *self, int *root)
 	if (e == 0)
 		return NULL;
 	uint64_t jobs = __atomic_load_n(&v->jobs, __ATOMIC_RELAXED);
-	uint64_t since = _sq_monotonic_ns();
+	uint64_t since = _sq_monotonic_ns(), waited_from = since;
 	for (;;) {
-		for (int i = 0; i < 16; i++)
-			_sq_cpu_relax();
+		/* Spin briefly; past that, yield at each look: on a machine
+		 * with more runnable threads than CPUs the owner may be
+		 * waiting for ours, and spinning would only delay it. */
+		if (_sq_monotonic_ns() - waited_from < SQ_NEXT_SPIN_NS) {
+			for (int i = 0; i < 16; i++)
+				_sq_cpu_relax();
+		} else {
+			sched_yield();
+		}
 		uintptr_t e2 = __atomic_load_n(&v->next, __ATOMIC_RELAXED);
 		uint64_t j2 = __atomic_load_n(&v->jobs, __ATOMIC_RELAXED);
 		uint64_t now = _sq_monotonic_ns();
