@@ -612,8 +612,8 @@ _sq_pool_has_queued_work(struct sq_worker_s *self)
 	return false;
 }
 
-/* A searcher that found nothing else looks at the others' slots. It waits
- * by an occupied one, reading only, still counted as a searcher (so the
+/* A worker that found nothing else looks at the others' slots. It waits
+ * by an occupied one, reading only (a searcher stays counted, so the
  * owner's notify costs a shared load and wakes nobody), and takes its job
  * once the same job has sat there SQ_NEXT_STEAL_NS while the owner kept
  * running the same job (its `jobs` count did not move): the owner is busy
@@ -733,6 +733,9 @@ _sq_steal(struct sq_worker_s *self, int *root)
 			return (struct sq_job_s *)(entry & ~SQ_RING_ROOT_MASK);
 		}
 	}
+	/* Past a streak our own slot is full: take it, not someone else's. */
+	if (__atomic_load_n(&self->next, __ATOMIC_RELAXED) != 0)
+		return NULL;
 	return _sq_next_steal(self, root);
 }
 

@@ -223,8 +223,8 @@ _sq_swift_run_on_pool(void *job)
 /* A job enqueued from a worker goes to that worker's next-job slot (see
  * pool.c): a task's child, a resumed continuation or a task hopping back
  * from an actor runs on this thread as soon as the current job returns,
- * without waking another worker, and is taken by an idle one only if the
- * current job goes on for a while. */
+ * rather than on the idle worker spinning for work, which takes it only if
+ * the current job goes on for a while. */
 void
 sq_swift_enqueue_task_job(void *job, sq_function_t func)
 {
