@@ -95,6 +95,9 @@ struct sq_worker_s {
 	pid_t tid;
 	char name[16];       /* the thread's current name */
 	struct sq_worker_s *next_idle;
+	/* The next-job slot (see "Next-job slot" below). */
+	uintptr_t next;      /* a ring-style entry or 0; owner puts, anyone takes */
+	uint32_t next_streak; /* owner only: slot jobs run in a row */
 };
 
 struct sq_root_rq_s {
@@ -343,7 +346,8 @@ _sq_roots_empty(void)
 	return true;
 }
 
-/* Whether any work is visible to a looking worker. */
+/* Whether any work is visible to a looking worker (next-job slots
+ * included: a searcher must not park while one is occupied). */
 static bool
 _sq_pool_has_work(void)
 {
@@ -353,7 +357,8 @@ _sq_pool_has_work(void)
 	for (int i = 0; i < slots; i++) {
 		struct sq_worker_s *w = &_sq_pool.workers[i];
 		if (__atomic_load_n(&w->slot_state, __ATOMIC_ACQUIRE) ==
-				SQ_SLOT_LIVE && !_sq_ring_empty(&w->ring))
+				SQ_SLOT_LIVE && (!_sq_ring_empty(&w->ring) ||
+				__atomic_load_n(&w->next, __ATOMIC_SEQ_CST)))
 			return true;
 	}
 	return false;
@@ -531,6 +536,142 @@ _sq_pool_push(int root, struct sq_job_s *job)
 	_sq_pool_notify();
 }
 
+/* ---- Next-job slot -------------------------------------------------------
+ *
+ * Go's runnext. A job submitted with _sq_pool_push_next by a job running on
+ * a worker (a Swift task's child, a resumed continuation) goes to that
+ * worker's one-entry slot, displacing the slot's previous job to the normal
+ * path. When the current job returns, the worker takes its slot first: the
+ * hand-off stays on one thread, warm in its cache, with no other worker
+ * taking it. It is still in a run queue for every other purpose: the push
+ * notifies like any other (so a searcher exists or is woken), a searcher
+ * sees occupied slots in _sq_pool_has_work and so never parks past one, and
+ * takes a slot's job once it has sat there SQ_NEXT_STEAL_NS while its owner
+ * ran the same job (the owner is busy with something long). The owner runs
+ * at most SQ_NEXT_STREAK slot jobs in a row, then one from its ring, the
+ * roots or a steal, so a ping-pong pair cannot starve the rest.
+ */
+
+#define SQ_NEXT_STREAK 32u
+#define SQ_NEXT_STEAL_NS (8 * NSEC_PER_USEC)
+#define SQ_NEXT_SPIN_NS (2 * NSEC_PER_USEC)
+
+void
+_sq_pool_push_next(int root, struct sq_job_s *job)
+{
+	struct sq_worker_s *w = _sq_self;
+	if (w == NULL) {
+		_sq_pool_push(root, job);
+		return;
+	}
+	job->link.next = NULL;
+	_sq_tsan_release(job); /* after our last plain write to the job */
+	/* Seq-cst exchange: publishes the job and is a full barrier before
+	 * notify's load of `searching` (the ring push's fence, same pairing). */
+	uintptr_t old = __atomic_exchange_n(&w->next,
+			(uintptr_t)job | (uintptr_t)root, __ATOMIC_SEQ_CST);
+	SQ_CHAOS_POINT();
+	if (old != 0)
+		_sq_pool_push((int)(old & SQ_RING_ROOT_MASK),
+				(struct sq_job_s *)(old & ~SQ_RING_ROOT_MASK));
+	else
+		_sq_pool_notify();
+}
+
+/* The owner takes its own slot's job (NULL if empty or stolen). */
+static struct sq_job_s *
+_sq_next_take(struct sq_worker_s *w, int *root)
+{
+	/* Only the owner stores a job there: a relaxed look that sees none
+	 * is right (a thief can only have emptied it). */
+	if (__atomic_load_n(&w->next, __ATOMIC_RELAXED) == 0)
+		return NULL;
+	/* Acquire: the submitter's writes to the job (its release). */
+	uintptr_t e = __atomic_exchange_n(&w->next, 0, __ATOMIC_ACQ_REL);
+	if (e == 0)
+		return NULL;
+	*root = (int)(e & SQ_RING_ROOT_MASK);
+	return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+}
+
+/* Whether a root queue or another worker's ring holds a job (next-job
+ * slots aside). */
+static bool
+_sq_pool_has_queued_work(struct sq_worker_s *self)
+{
+	if (!_sq_roots_empty())
+		return true;
+	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < slots; i++) {
+		struct sq_worker_s *v = &_sq_pool.workers[i];
+		if (v != self && __atomic_load_n(&v->slot_state,
+				__ATOMIC_ACQUIRE) == SQ_SLOT_LIVE &&
+				!_sq_ring_empty(&v->ring))
+			return true;
+	}
+	return false;
+}
+
+/* A worker that found nothing else looks at the others' slots. It waits
+ * by an occupied one, reading only (a searcher stays counted, so the
+ * owner's notify costs a shared load and wakes nobody), and takes its job
+ * once the same job has sat there SQ_NEXT_STEAL_NS while the owner kept
+ * running the same job (its `jobs` count did not move): the owner is busy
+ * with something long. It stops waiting when other work shows up, or when
+ * the slot has stayed empty that long (the hand-offs have ended); then the
+ * caller looks again or parks, which re-checks the slots. */
+static struct sq_job_s *
+_sq_next_steal(struct sq_worker_s *self, int *root)
+{
+	uint32_t slots = (uint32_t)__atomic_load_n(&_sq_pool.slots,
+			__ATOMIC_ACQUIRE);
+	uint32_t start = self->tick * 2654435761u;
+	struct sq_worker_s *v = NULL;
+	uintptr_t e = 0;
+	for (uint32_t k = 0; k < slots && e == 0; k++) {
+		v = &_sq_pool.workers[(start + k) % slots];
+		if (v != self && __atomic_load_n(&v->slot_state,
+				__ATOMIC_ACQUIRE) == SQ_SLOT_LIVE)
+			e = __atomic_load_n(&v->next, __ATOMIC_RELAXED);
+	}
+	if (e == 0)
+		return NULL;
+	uint64_t jobs = __atomic_load_n(&v->jobs, __ATOMIC_RELAXED);
+	uint64_t since = _sq_monotonic_ns(), waited_from = since;
+	for (;;) {
+		/* Spin briefly; past that, yield at each look: on a machine
+		 * with more runnable threads than CPUs the owner may be
+		 * waiting for ours, and spinning would only delay it. */
+		if (_sq_monotonic_ns() - waited_from < SQ_NEXT_SPIN_NS) {
+			for (int i = 0; i < 16; i++)
+				_sq_cpu_relax();
+		} else {
+			sched_yield();
+		}
+		uintptr_t e2 = __atomic_load_n(&v->next, __ATOMIC_RELAXED);
+		uint64_t j2 = __atomic_load_n(&v->jobs, __ATOMIC_RELAXED);
+		uint64_t now = _sq_monotonic_ns();
+		if (e2 != e || j2 != jobs) {
+			e = e2;
+			jobs = j2;
+			since = now;
+		} else if (now - since >= SQ_NEXT_STEAL_NS) {
+			/* Acquire on success: the submitter's writes to
+			 * the job (its seq-cst exchange). */
+			if (e == 0 || !__atomic_compare_exchange_n(&v->next,
+					&e, 0, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_RELAXED))
+				return NULL;
+			*root = (int)(e & SQ_RING_ROOT_MASK);
+			return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+		}
+		if (_sq_pool_has_queued_work(self) ||
+				__atomic_load_n(&v->slot_state,
+				__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
+			return NULL;
+	}
+}
+
 /* ---- Workers ------------------------------------------------------------ */
 
 /* A searching worker found work: if it was the last searcher and more
@@ -592,13 +733,22 @@ _sq_steal(struct sq_worker_s *self, int *root)
 			return (struct sq_job_s *)(entry & ~SQ_RING_ROOT_MASK);
 		}
 	}
-	return NULL;
+	/* Past a streak our own slot is full: take it, not someone else's. */
+	if (__atomic_load_n(&self->next, __ATOMIC_RELAXED) != 0)
+		return NULL;
+	return _sq_next_steal(self, root);
 }
 
 static struct sq_job_s *
 _sq_find_work(struct sq_worker_s *w, int *root)
 {
 	struct sq_job_s *job;
+	/* The job our last job handed on first (see "Next-job slot"). */
+	if (w->next_streak < SQ_NEXT_STREAK && (job = _sq_next_take(w, root))) {
+		w->next_streak++;
+		return job;
+	}
+	w->next_streak = 0;
 	if (++w->tick % 61 == 0 && (job = _sq_roots_pop(root)))
 		return job;
 	uintptr_t entry = _sq_ring_pop(&w->ring);
@@ -608,7 +758,10 @@ _sq_find_work(struct sq_worker_s *w, int *root)
 	}
 	if ((job = _sq_roots_pop(root)))
 		return job;
-	return _sq_steal(w, root);
+	if ((job = _sq_steal(w, root)))
+		return job;
+	/* Past a streak: the slot's job after everything else. */
+	return _sq_next_take(w, root);
 }
 
 /* Names the thread after the queue it runs (first 15 characters); the

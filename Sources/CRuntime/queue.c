@@ -776,6 +776,14 @@ _sq_async(const char *call, struct sq_queue_s *q, void *ctx,
 }
 
 void
+_sq_root_async_next_f(int root_index, void *ctx, sq_function_t func)
+{
+	struct sq_queue_s *q = &_sq_root_queues[root_index];
+	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, 0);
+	_sq_pool_push_next(root_index, &c->job);
+}
+
+void
 _sq_async_group(struct sq_queue_s *q, void *ctx, sq_function_t func,
 		struct sq_group_s *g)
 {

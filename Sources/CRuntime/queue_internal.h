@@ -209,6 +209,12 @@ SQ_INTERNAL void _sq_pool_init(void);
 
 /* Submits a job to a root queue. */
 SQ_INTERNAL void _sq_pool_push(int root_index, struct sq_job_s *job);
+/* The same from a job running on a worker: the job goes to that worker's
+ * next-job slot, to run there when the current job returns (pool.c). */
+SQ_INTERNAL void _sq_pool_push_next(int root_index, struct sq_job_s *job);
+/* func(ctx) on root queue `root_index`, through _sq_pool_push_next. */
+SQ_INTERNAL void _sq_root_async_next_f(int root_index, void *ctx,
+		sq_function_t func);
 /* Runs func(ctx) here as q's work if q (serial, on a root) is idle. */
 SQ_INTERNAL bool _sq_queue_try_run_here_f(sq_queue_t q, void *ctx,
 		sq_function_t func);

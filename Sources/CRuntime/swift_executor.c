@@ -190,23 +190,26 @@ _sq_swift_run_main(void *job)
 	swift_job_run(job, _sq_main_executor);
 }
 
-/* Job priority (Swift's TaskPriority raw value) -> root queue: userInitiated
- * and above HIGH, default and unspecified DEFAULT, utility LOW, background
- * BACKGROUND. */
+/* Job priority (Swift's TaskPriority raw value) -> root queue index:
+ * userInitiated and above HIGH, default and unspecified DEFAULT, utility
+ * LOW, background BACKGROUND. */
+static int
+_sq_swift_root_index(void *job)
+{
+	unsigned p = (((struct sq_swift_job_s *)job)->flags >> 8) & 0xff;
+	if (p >= 0x19)
+		return SQ_ROOT_HIGH;
+	if (p >= 0x15 || p == 0)
+		return SQ_ROOT_DEFAULT;
+	if (p >= 0x11)
+		return SQ_ROOT_LOW;
+	return SQ_ROOT_BACKGROUND;
+}
+
 static sq_queue_t
 _sq_swift_root_for(void *job)
 {
-	unsigned p = (((struct sq_swift_job_s *)job)->flags >> 8) & 0xff;
-	intptr_t prio;
-	if (p >= 0x19)
-		prio = SQ_QUEUE_PRIORITY_HIGH;
-	else if (p >= 0x15 || p == 0)
-		prio = SQ_QUEUE_PRIORITY_DEFAULT;
-	else if (p >= 0x11)
-		prio = SQ_QUEUE_PRIORITY_LOW;
-	else
-		prio = SQ_QUEUE_PRIORITY_BACKGROUND;
-	return sq_get_global_queue(prio, 0);
+	return &_sq_root_queues[_sq_swift_root_index(job)];
 }
 
 /* ---- Hooks ---------------------------------------------------------------- */
@@ -217,10 +220,15 @@ _sq_swift_run_on_pool(void *job)
 	sq_async_f(_sq_swift_root_for(job), job, sq_swift_job_run_generic);
 }
 
+/* A job enqueued from a worker goes to that worker's next-job slot (see
+ * pool.c): a task's child, a resumed continuation or a task hopping back
+ * from an actor runs on this thread as soon as the current job returns,
+ * rather than on the idle worker spinning for work, which takes it only if
+ * the current job goes on for a while. */
 void
 sq_swift_enqueue_task_job(void *job, sq_function_t func)
 {
-	sq_async_f(_sq_swift_root_for(job), job, func);
+	_sq_root_async_next_f(_sq_swift_root_index(job), job, func);
 }
 
 static SQ_SWIFTCC void
@@ -234,7 +242,8 @@ _sq_hook_enqueue_global(void *job, sq_enqueue_orig_t orig)
 		_sq_deferred = (struct sq_deferred_s){ job, NULL, NULL };
 		return;
 	}
-	_sq_swift_run_on_pool(job);
+	_sq_root_async_next_f(_sq_swift_root_index(job), job,
+			sq_swift_job_run_generic);
 }
 
 static SQ_SWIFTCC void

@@ -21,6 +21,11 @@
  *             blocks its worker, so another worker must steal the second
  *   barriers  a concurrent queue with a mix of tasks and barriers; the
  *             barriers check that they run alone
+ *   slots     the next-job slot (what Swift tasks use): a worker puts the
+ *             second half of a waiting pair in its slot and runs the first
+ *             itself, so the second runs only if another worker takes it
+ *             from the slot; then 50-link chains through the slots (each
+ *             link displacing nothing, or the previous link into the ring)
  *
  * SQT_MATRIX_SCALE (percent, default 100) scales the rounds; SQT_MATRIX_WIDTHS
  * ("1 2 3 4 8 16") picks the widths. Chaos builds (-DSQ_CHAOS) run the same
@@ -292,6 +297,87 @@ scenario_stealing(void)
 	report("stealing", rounds, i, t0);
 }
 
+/* ---- slots ---------------------------------------------------------------- */
+
+/* Hidden in the shared library, linked statically here. */
+void _sq_root_async_next_f(int root_index, void *ctx, sq_function_t func);
+
+/* On a worker: b goes to this worker's next-job slot, then a blocks the
+ * worker until b has started, so b must be taken from the slot by another
+ * worker (at width 1, one the monitor adds for the blocked worker). */
+static atomic_uint slot_round;
+
+static void
+slot_steal_start(void *arg)
+{
+	struct handshake *h = arg;
+	int root = (int)(atomic_fetch_add(&slot_round, 1) % 4);
+	_sq_root_async_next_f(root, h, handshake_b);
+	handshake_a(h);
+}
+
+static void
+slot_nop(void *arg)
+{
+}
+
+static void
+slot_link(void *arg)
+{
+	struct chain *c = arg;
+	int left = atomic_fetch_sub(&c->links, 1) - 1;
+	if (left == 0) {
+		sem_post(&c->done);
+		return;
+	}
+	/* One link in four first submits a no-op, which the next link
+	 * displaces from the slot into the ring (or a root queue). Roots
+	 * vary, so the worker's slot, ring and roots all get used. */
+	if (left % 4 == 0)
+		_sq_root_async_next_f(left % 3, NULL, slot_nop);
+	_sq_root_async_next_f((left / 2) % 4, c, slot_link);
+	if (left % 7 == 0)
+		spin_us(2);
+}
+
+static void
+scenario_slots(void)
+{
+	int rounds = rounds_of(2000), i;
+	uint64_t t0 = sqt_now_ns();
+	for (i = 0; i < rounds; i++) {
+		struct handshake *h = malloc(sizeof(*h));
+		handshake_init(h);
+		idle_gap();
+		sq_async_f(random_global(), h, slot_steal_start);
+		if (!handshake_finished(h)) {
+			fprintf(stderr, "slots: steal round %d stalled\n", i);
+			break;
+		}
+		handshake_destroy(h);
+		free(h);
+	}
+	CHECK_EQ(i, rounds);
+	int chains = rounds_of(2000), j;
+	struct chain c;
+	sem_init(&c.done, 0, 0);
+	for (j = 0; i == rounds && j < chains; j++) {
+		atomic_store(&c.links, 50);
+		idle_gap();
+		sq_async_f(sq_get_global_queue(0, 0), &c, slot_link);
+		if (!sqt_sem_wait_ms(&c.done, ROUND_TIMEOUT_MS)) {
+			fprintf(stderr, "slots: chain %d stalled with %d "
+					"links left\n", j,
+					atomic_load(&c.links));
+			break;
+		}
+	}
+	CHECK_EQ(j, chains);
+	report("slots", rounds + chains, i + j, t0);
+	if (j == chains)
+		sem_destroy(&c.done);
+}
+
 /* ---- barriers ------------------------------------------------------------- */
 
 struct barrier_round {
@@ -398,6 +484,7 @@ run_child(void)
 	scenario_chains();
 	scenario_stealing();
 	scenario_barriers();
+	scenario_slots();
 
 	sq_pool_stats(&st);
 	printf("  pool: %u live, %llu wake-ups, %llu spawned (%llu by the "

@@ -52,7 +52,9 @@ sq_swift_job_run_generic(void *job);
 
 /*!
  * Submits a Swift job to the root queue of its priority, to be run by
- * `func(job)`.
+ * `func(job)`. Called from a job running on a worker, it goes to that
+ * worker's next-job slot: it runs there when the current job returns, or
+ * on another worker if the current job goes on for a while.
  */
 SQ_EXPORT SQ_NOTHROW
 void
