@@ -244,7 +244,6 @@ _sq_ontime_publish(void)
 			__ATOMIC_RELAXED);
 	__atomic_store_n(&_sq_ontime.second_due, h && h->next ? h->next->due
 			: 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&_sq_ontime.count, _sq_ontime.count, __ATOMIC_RELAXED);
 	__atomic_add_fetch(&_sq_ontime.seq, 1, __ATOMIC_SEQ_CST);
 }
 
@@ -267,7 +266,9 @@ _sq_ontime_post(struct sq_ontime_s *e)
 		at = &(*at)->next;
 	e->next = *at;
 	*at = e;
-	_sq_ontime.count++;
+	/* Atomic stores: runners read the count without the lock. */
+	__atomic_store_n(&_sq_ontime.count, _sq_ontime.count + 1,
+			__ATOMIC_RELAXED);
 	/* Among the first two: a sleeping runner may have to wake earlier. */
 	bool early = _sq_ontime.head == e || _sq_ontime.head->next == e;
 	bool start = _sq_ontime.runners == 0;
@@ -356,7 +357,8 @@ _sq_ontime_run(void *second_ctx)
 		}
 		struct sq_ontime_s *next = e->next;
 		_sq_ontime.head = next;
-		_sq_ontime.count--;
+		__atomic_store_n(&_sq_ontime.count, _sq_ontime.count - 1,
+				__ATOMIC_RELAXED);
 		_sq_ontime_publish();
 		/* This runner leaves with e; if it was the only one and
 		 * entries are left, a new one takes the role (see above). */

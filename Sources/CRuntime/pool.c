@@ -774,9 +774,6 @@ _sq_worker_set_name(struct sq_worker_s *w, const char *label)
 		return;
 	snprintf(w->name, sizeof(w->name), "%s", label);
 	pthread_setname_np(pthread_self(), w->name);
-	/* A precise timer's job sleeps until just before its deadline
-	 * (event.c, _sq_wait_until): no 50 us of default timer slack. */
-	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
 static void
@@ -941,6 +938,9 @@ _sq_worker_main(void *arg)
 	w->tid = gettid();
 	w->name[0] = '\0';
 	_sq_worker_set_name(w, "sq.worker");
+	/* The precise timers' runner sleeps until just before a deadline
+	 * (event.c, "Precise wake-ups"): no 50 us of default timer slack. */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 
 	for (;;) {
 		int root = SQ_ROOT_DEFAULT;
