@@ -251,6 +251,12 @@ sq_source_merge_data(sq_source_t source, uintptr_t value);
  * than the earliest `deadline + leeway` of all armed timers, and fires
  * every timer whose deadline has passed. A lone timer, whatever its
  * leeway, fires at its deadline; a timer never fires before it.
+ *
+ * Precision and its cost. A timer with less than 90 us of leeway (leeway
+ * 0, and every sq_after_f) is prepared 200 us ahead and its handler
+ * started by a worker that spins for the last 90 us: on time to a few
+ * microseconds on an idle machine, for about 0.1 ms of CPU per deadline.
+ * Give 90 us of leeway or more to a timer that does not need it.
  */
 SQ_EXPORT SQ_NOTHROW
 void
