@@ -164,6 +164,14 @@ tick_new(sq_queue_t q)
 	return r;
 }
 
+/* After cancel and a pause: no handler call is left to come. */
+static void
+tick_free(struct tick_rec *r)
+{
+	sem_destroy(&r->called);
+	free(r);
+}
+
 static void
 test_repeating(sq_queue_t q, const char *what)
 {
@@ -185,6 +193,7 @@ test_repeating(sq_queue_t q, const char *what)
 	CHECK(fires <= due);
 	sqt_sleep_ms(20);
 	sq_release(r->src);
+	tick_free(r);
 }
 
 static void
@@ -202,6 +211,7 @@ test_cancel_and_rearm(void)
 	sqt_sleep_ms(100);
 	CHECK_EQ(atomic_load(&c->calls), 0);
 	sq_release(c->src);
+	tick_free(c);
 
 	/* Armed for +20 ms, re-armed for +80 ms before the first deadline:
 	 * one call, not before the second. */
@@ -219,7 +229,9 @@ test_cancel_and_rearm(void)
 	CHECK_EQ(atomic_load(&r->calls), 1);
 	CHECK_EQ(atomic_load(&r->early), 0);
 	sq_source_cancel(r->src);
+	sqt_sleep_ms(20);
 	sq_release(r->src);
+	tick_free(r);
 	sq_release(q);
 }
 
