@@ -213,6 +213,8 @@ func median(_ values: [Double]) -> Double {
 }
 
 func fmt(_ v: Double, _ width: Int, _ digits: Int = 1) -> String {
+    // A workload that ONLY filtered out, or a side that failed, has no figure.
+    guard v.isFinite else { return String(repeating: " ", count: max(0, width - 1)) + "-" }
     var s = String(Int((v * pow(10, Double(digits))).rounded()))
     if digits > 0 {
         while s.count <= digits { s = "0" + s }
@@ -237,6 +239,7 @@ print("Swift concurrency: default executor vs SwiftQueues installed (median of \
 print("workload                                    unit   default   ours   ratio | cpu ms: default    ours  ratio")
 for workload in workloads {
     let d = samples["default"]![workload.name] ?? [], o = samples["swiftqueues"]![workload.name] ?? []
+    if d.isEmpty && o.isEmpty { continue } // not selected by ONLY
     let df = median(d.map(\.0)), of = median(o.map(\.0))
     let dc = median(d.map(\.1)), oc = median(o.map(\.1))
     let name = pad(workload.name, 43)
