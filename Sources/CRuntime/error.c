@@ -2,7 +2,7 @@
  * SwiftQueues — reporting programmer errors.
  *
  * Misuse that would corrupt state stops the process with one line on stderr
- * naming the call (DESIGN.md §2, error policy). The line is written with a
+ * naming the call (docs/ARCHITECTURE.md, "Error policy"). The line is written with a
  * single write(2) so concurrent reports never interleave mid-line.
  */
 #include "internal.h"

@@ -258,7 +258,7 @@ func procedureDefaultGlobalQueue() -> sq_queue_t {
 }
 
 /// Stops the process with one line on stderr naming the API and the
-/// procedures involved (DESIGN.md §2 error policy), in every build mode.
+/// procedures involved (docs/ARCHITECTURE.md, "Error policy"), in every build mode.
 func procedureMisuse(_ message: String) -> Never {
     var line = "SwiftQueues: \(message)\n"
     line.withUTF8 { bytes in
