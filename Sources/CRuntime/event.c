@@ -754,6 +754,10 @@ _sq_loop_atfork_child(void)
 		for (int w = 0; w < 2; w++)
 			free(_sq_loop.heap[c][w]);
 	memset(&_sq_loop, 0, sizeof(_sq_loop));
+	/* The on-time list too: its entries are the parent's timers, and a
+	 * runner the parent had counted does not exist here (left counted,
+	 * no runner would ever start again). */
+	memset(&_sq_ontime, 0, sizeof(_sq_ontime));
 	_sq_loop.wake_fd = -1;
 	_sq_loop_once = 0;
 	_sq_timer_wakeups = 0;

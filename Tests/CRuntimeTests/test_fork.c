@@ -3,8 +3,8 @@
  *
  * Every child mode runs twice: first while the parent has used queues only
  * (workers started, no event loop), then while the parent has a SIGTERM
- * signal source, a repeating timer, a read source, a pending sq_after and a
- * stream I/O channel. In each, children:
+ * signal source, a repeating precise timer (250 us, leeway 0), a read
+ * source, a pending sq_after and a stream I/O channel. In each, children:
  *   - that never touch the runtime: three SIGTERMs kill them (the default
  *     action is back), and the parent's SIGTERM source counts none;
  *   - use global and serial queues (sq_async_f, sq_sync_f), a serial queue
@@ -343,7 +343,9 @@ parent_sources_start(void)
 
 	P.timer = sq_source_create(SQ_SOURCE_TYPE_TIMER, 0, 0, NULL);
 	sq_source_set_event_handler_f(P.timer, noop);
-	sq_source_set_timer(P.timer, SQ_TIME_NOW, 5 * MS, 0);
+	/* Every 250 us with no leeway: the precise timers' on-time runner
+	 * is busy through most forks (a child must not inherit it). */
+	sq_source_set_timer(P.timer, SQ_TIME_NOW, 250 * 1000, 0);
 	sq_activate(P.timer);
 
 	CHECK(pipe(P.pipe_fds) == 0);
