@@ -8,6 +8,7 @@ import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Synchronization
 import Testing
 import SwiftQueues
 
@@ -348,15 +349,26 @@ func spawnTrue() -> pid_t {
         let source = DataSource(kind: .replace, queue: WorkQueue(label: "test.stream2"))
         let stream = source.events
         source.activate()
+        // Each value is merged once the previous one has arrived (a replace
+        // source keeps only the latest), then the producer cancels: no
+        // reliance on how soon a sleep ends relative to the handler's job.
+        let seen = Atomic<UInt>(0)
         let producer = Task.detached {
-            for value in 1...3 {
-                source.merge(UInt(value))
-                try? await Task.sleep(for: .milliseconds(5))
+            for value in UInt(1)...3 {
+                source.merge(value)
+                let deadline = ContinuousClock.now + .seconds(10)
+                while seen.load(ordering: .acquiring) < value,
+                      ContinuousClock.now < deadline {
+                    try? await Task.sleep(for: .milliseconds(1))
+                }
             }
             source.cancel()
         }
         var last: UInt = 0
-        for await value in stream { last = value }
+        for await value in stream {
+            last = value
+            seen.store(value, ordering: .releasing)
+        }
         await producer.value
         #expect(last == 3)
     }
