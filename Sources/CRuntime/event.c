@@ -227,6 +227,7 @@ _sq_debug_timer_wakeups(void)
 static struct {
 	sq_spinlock_t lock;
 	struct sq_ontime_s *head; /* by deadline */
+	struct sq_ontime_s *tail; /* the last entry, or NULL */
 	int runners;              /* runner jobs queued or running: 0-2 */
 	int count;                /* entries listed */
 	uint32_t seq;             /* futex: bumped when the head changes */
@@ -261,11 +262,17 @@ void
 _sq_ontime_post(struct sq_ontime_s *e)
 {
 	sq_spinlock_lock(&_sq_ontime.lock);
+	/* The loop fires in deadline order, so an entry usually goes last:
+	 * O(1) then, however many are listed (100,000 afters due together). */
 	struct sq_ontime_s **at = &_sq_ontime.head;
+	if (_sq_ontime.tail != NULL && _sq_ontime.tail->due <= e->due)
+		at = &_sq_ontime.tail->next;
 	while (*at != NULL && (*at)->due <= e->due)
 		at = &(*at)->next;
 	e->next = *at;
 	*at = e;
+	if (e->next == NULL)
+		_sq_ontime.tail = e;
 	/* Atomic stores: runners read the count without the lock. */
 	__atomic_store_n(&_sq_ontime.count, _sq_ontime.count + 1,
 			__ATOMIC_RELAXED);
@@ -357,6 +364,8 @@ _sq_ontime_run(void *second_ctx)
 		}
 		struct sq_ontime_s *next = e->next;
 		_sq_ontime.head = next;
+		if (next == NULL)
+			_sq_ontime.tail = NULL;
 		__atomic_store_n(&_sq_ontime.count, _sq_ontime.count - 1,
 				__ATOMIC_RELAXED);
 		_sq_ontime_publish();

@@ -4,7 +4,8 @@
  * does the rest at the deadline. What must hold whatever the timing:
  *
  *   - no after and no timer tick runs before its deadline;
- *   - every after runs exactly once, dense ones (37 us apart) included,
+ *   - every after runs exactly once, dense ones (37 us apart) and 20,000
+ *     due at one instant included,
  *     and afters on a serial queue due at least 1 ms apart run in
  *     deadline order;
  *   - a repeating leeway-0 timer's data adds up to the ticks due;
@@ -93,6 +94,37 @@ test_serial_order(void)
 			inversions++; /* i is due later than i + 1 */
 	CHECK_EQ(inversions, 0);
 	sq_release(q);
+}
+
+/* ---- many afters due at one instant ------------------------------------- */
+
+#define SAME 20000
+
+static atomic_int same_left, same_early;
+static uint64_t same_deadline;
+static sem_t same_done;
+
+static void
+same_hit(void *ctx)
+{
+	if (sqt_now_ns() < same_deadline)
+		atomic_fetch_add(&same_early, 1);
+	if (atomic_fetch_sub(&same_left, 1) == 1)
+		sem_post(&same_done);
+}
+
+static void
+test_same_deadline(void)
+{
+	sem_init(&same_done, 0, 0);
+	atomic_store(&same_left, SAME);
+	same_deadline = sqt_now_ns() + 30 * MS;
+	sq_queue_t g = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	for (int i = 0; i < SAME; i++)
+		sq_after_f(same_deadline, g, NULL, same_hit);
+	CHECK(sqt_sem_wait_ms(&same_done, 20000));
+	CHECK_EQ(atomic_load(&same_early), 0);
+	CHECK_EQ(atomic_load(&same_left), 0);
 }
 
 /* ---- a blocking after does not hold up the next ------------------------- */
@@ -246,6 +278,7 @@ main(void)
 	test_afters(sq_get_global_queue(SQ_QUEUE_PRIORITY_HIGH, 0),
 			"global high");
 	test_serial_order();
+	test_same_deadline();
 	test_blocking_work();
 	sq_queue_t serial = sq_queue_create("ontime.timer", NULL);
 	test_repeating(serial, "serial");
