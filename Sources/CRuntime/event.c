@@ -229,10 +229,10 @@ static struct {
 	struct sq_ontime_s *head; /* by deadline */
 	struct sq_ontime_s *tail; /* the last entry, or NULL */
 	int runners;              /* runner jobs queued or running: 0-2 */
-	int count;                /* entries listed */
 	uint32_t seq;             /* futex: bumped when the head changes */
 	uint64_t head_due;        /* atomic copy of head->due, or 0 */
-	uint64_t second_due;      /* and of head->next->due, or 0 */
+	uint64_t second_due;      /* and of head->next->due, or 0 (no second
+				     entry) */
 } _sq_ontime;
 
 /* Under the lock, after the list changed: publish its first deadlines and
@@ -273,9 +273,6 @@ _sq_ontime_post(struct sq_ontime_s *e)
 	*at = e;
 	if (e->next == NULL)
 		_sq_ontime.tail = e;
-	/* Atomic stores: runners read the count without the lock. */
-	__atomic_store_n(&_sq_ontime.count, _sq_ontime.count + 1,
-			__ATOMIC_RELAXED);
 	/* Among the first two: a sleeping runner may have to wake earlier. */
 	bool early = _sq_ontime.head == e || _sq_ontime.head->next == e;
 	bool start = _sq_ontime.runners == 0;
@@ -290,10 +287,15 @@ _sq_ontime_post(struct sq_ontime_s *e)
 }
 
 /* With two entries or more waiting, a second runner is started ahead of
- * time, so it is awake by the time the first leaves with its entry. */
+ * time, so it is awake by the time the first leaves with its entry. The
+ * racy look first keeps the lock off a runner's every pass. */
 static void
 _sq_ontime_start_successor(void)
 {
+	if (__atomic_load_n(&_sq_ontime.runners, __ATOMIC_RELAXED) != 1 ||
+			__atomic_load_n(&_sq_ontime.second_due,
+			__ATOMIC_RELAXED) == 0)
+		return;
 	sq_spinlock_lock(&_sq_ontime.lock);
 	bool start = _sq_ontime.runners == 1 && _sq_ontime.head != NULL &&
 			_sq_ontime.head->next != NULL;
@@ -333,16 +335,13 @@ _sq_ontime_run(void *second_ctx)
 		}
 		while (due != 0 && _sq_monotonic_ns() < due) {
 			_sq_cpu_relax();
-			int runners = __atomic_load_n(&_sq_ontime.runners,
-					__ATOMIC_RELAXED);
 			/* Alone now: the first entry is ours. */
-			if (second && runners < 2)
+			if (second && __atomic_load_n(&_sq_ontime.runners,
+					__ATOMIC_RELAXED) < 2)
 				break;
 			/* The other runner left with its entry: a successor
-			 * for what is left? (Racy reads; the call decides
-			 * under the lock.) */
-			if (!second && runners == 1 && __atomic_load_n(
-					&_sq_ontime.count, __ATOMIC_RELAXED) >= 2)
+			 * for what is left? */
+			if (!second)
 				_sq_ontime_start_successor();
 			due = __atomic_load_n(due_of, __ATOMIC_RELAXED);
 		}
@@ -366,8 +365,6 @@ _sq_ontime_run(void *second_ctx)
 		_sq_ontime.head = next;
 		if (next == NULL)
 			_sq_ontime.tail = NULL;
-		__atomic_store_n(&_sq_ontime.count, _sq_ontime.count - 1,
-				__ATOMIC_RELAXED);
 		_sq_ontime_publish();
 		/* This runner leaves with e; if it was the only one and
 		 * entries are left, a new one takes the role (see above). */
@@ -395,6 +392,24 @@ _sq_wake_is_precise(int clock, uint64_t wake)
 			SQ_TIMER_SPIN_NS;
 }
 
+/* Fires every timer on `clock` due by `limit`: as due at `now` if its
+ * deadline has passed, otherwise early, at its deadline (`limit` is then
+ * at most SQ_TIMER_AHEAD_NS ahead). Returns whether any fired. */
+static bool
+_sq_timers_fire(int clock, uint64_t now, uint64_t limit)
+{
+	bool any = false;
+	while (_sq_loop.heap_count[clock] > 0 &&
+			_sq_loop.heap[clock][0][0]->deadline <= limit) {
+		struct sq_timer_s *t = _sq_loop.heap[clock][0][0];
+		_sq_timer_unschedule(t);
+		bool early = t->deadline > now;
+		t->fire(t, early ? t->deadline : now, early);
+		any = true;
+	}
+	return any;
+}
+
 /*
  * Fires every due timer, then sleeps the libevent timer until the next
  * wake-up (the leeway policy of source.h): the latest deadline that is no
@@ -415,13 +430,8 @@ _sq_timers_run(void)
 		bool again = false;
 		for (int c = 0; c < 2; c++) {
 			uint64_t now = _sq_clock_now(c);
-			while (_sq_loop.heap_count[c] > 0 &&
-					_sq_loop.heap[c][0][0]->deadline <= now) {
-				struct sq_timer_s *t = _sq_loop.heap[c][0][0];
-				_sq_timer_unschedule(t);
-				t->fire(t, now, false);
+			if (_sq_timers_fire(c, now, now))
 				fired = true;
-			}
 			if (_sq_loop.heap_count[c] == 0)
 				continue;
 			uint64_t latest = _sq_loop.heap[c][1][0]->latest;
@@ -438,15 +448,8 @@ _sq_timers_run(void)
 					 * others): each waits for its own
 					 * deadline, and the loop sleeps
 					 * through them. */
-					while (_sq_loop.heap_count[c] > 0 &&
-							_sq_loop.heap[c][0][0]
-							->deadline <= now +
-							SQ_TIMER_AHEAD_NS) {
-						struct sq_timer_s *t =
-							_sq_loop.heap[c][0][0];
-						_sq_timer_unschedule(t);
-						t->fire(t, t->deadline, true);
-					}
+					_sq_timers_fire(c, now,
+							now + SQ_TIMER_AHEAD_NS);
 					fired = fired_early = again = true;
 					continue;
 				}
@@ -641,24 +644,14 @@ static void
 _sq_after_on_time(struct sq_ontime_s *e)
 {
 	struct sq_after_s *a = caa_container_of(e, struct sq_after_s, ontime);
-	if (a->item == NULL) {
-		void *ctx = a->ctx;
-		sq_function_t func = a->func;
+	/* A root queue's work runs here (as that queue's work), and so does
+	 * an idle serial queue's, in order: nothing is queued on it. */
+	if (a->item == NULL && _sq_queue_try_run_here_f(a->queue, a->ctx,
+			a->func)) {
 		struct sq_queue_s *q = a->queue;
-		/* A root queue's work may run on any worker, this one too
-		 * (as that queue's work: sq_sync_f). An idle serial queue's
-		 * runs here in order: nothing is queued on it. */
-		if (_sq_queue_is_root(q)) {
-			free(a);
-			sq_sync_f(q, ctx, func);
-			_sq_release_internal(q);
-			return;
-		}
-		if (_sq_queue_try_run_here_f(q, ctx, func)) {
-			free(a);
-			_sq_release_internal(q);
-			return;
-		}
+		free(a);
+		_sq_release_internal(q);
+		return;
 	}
 	_sq_after_submit(a);
 }

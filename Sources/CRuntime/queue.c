@@ -1026,13 +1026,19 @@ _sq_sync_handoff(struct sq_cont_s *c)
 	_sq_sync_cont_release(sc);
 }
 
-/* Runs func(ctx) on the calling thread as q's work if q is a serial queue
- * on a root queue with nothing queued or running (the sync fast path), and
- * returns true; otherwise does nothing and returns false. For the Swift
- * executor's hops into queue-backed actors (swift_executor.c). */
+/* Runs func(ctx) on the calling thread as q's work if q allows it now: a
+ * root queue always (its work may run on any thread), a serial queue on a
+ * root queue when nothing is queued or running (the sync fast path). Then
+ * returns true; otherwise does nothing and returns false. For sq_sync, the
+ * Swift executor's hops into queue-backed actors, small I/O reads and
+ * precise timers' work. */
 bool
 _sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func)
 {
+	if (_sq_queue_is_root(q)) {
+		_sq_sync_run_here(q, false, ctx, func);
+		return true;
+	}
 	if (q->type != SQ_QUEUE_TYPE_SERIAL ||
 			!_sq_queue_is_root(_sq_queue_target(q)) ||
 			_sq_frame_find(q) != NULL || !_sq_serial_try_take(q))
@@ -1051,22 +1057,10 @@ _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 {
 	_SQ_REQUIRE_FUNCTION(call, func);
 	_sq_queue_validate(call, q);
-	if (_sq_queue_is_root(q)) {
-		_sq_sync_run_here(q, false, ctx, func);
+	/* The common cases: a root queue, or a serial queue on a root queue
+	 * that is idle (taken, frames: just q). */
+	if (_sq_queue_try_run_here_f(q, ctx, func))
 		return;
-	}
-	/* The common case, a serial queue on a root queue, idle: take it
-	 * and run here (frames: just q). */
-	if (q->type == SQ_QUEUE_TYPE_SERIAL &&
-			_sq_queue_is_root(_sq_queue_target(q)) &&
-			_sq_frame_find(q) == NULL && _sq_serial_try_take(q)) {
-		struct sq_frame_s frame;
-		_sq_frame_push(&frame, q, true);
-		func(ctx);
-		_sq_frame_pop(&frame);
-		_sq_queue_relinquish(q);
-		return;
-	}
 	_sq_sync_check_deadlock(call, q, barrier);
 	if (q->type != SQ_QUEUE_TYPE_CONCURRENT)
 		barrier = false;

@@ -215,7 +215,8 @@ SQ_INTERNAL void _sq_pool_push_next(int root_index, struct sq_job_s *job);
 /* func(ctx) on root queue `root_index`, through _sq_pool_push_next. */
 SQ_INTERNAL void _sq_root_async_next_f(int root_index, void *ctx,
 		sq_function_t func);
-/* Runs func(ctx) here as q's work if q (serial, on a root) is idle. */
+/* Runs func(ctx) here as q's work if q is a root queue, or a serial queue
+ * on a root that is idle; false (nothing done) otherwise. */
 SQ_INTERNAL bool _sq_queue_try_run_here_f(sq_queue_t q, void *ctx,
 		sq_function_t func);
 /* From the work of a serial queue that a worker drains straight from

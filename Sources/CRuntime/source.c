@@ -154,12 +154,7 @@ _sq_source_wakeup_maybe_here(struct sq_source_s *s, bool here)
 	_sq_retain_internal(s); /* the job's reference */
 	sq_queue_t target = __atomic_load_n(&s->obj.target, __ATOMIC_ACQUIRE);
 	/* On a worker with nothing else to do (a timer's on-time entry), a
-	 * root or idle serial target's handler runs right here: no hand-off
-	 * (sq_sync_f runs root-queue work on the caller). */
-	if (here && _sq_queue_is_root(target)) {
-		sq_sync_f(target, s, _sq_source_invoke);
-		return;
-	}
+	 * root or idle serial target's handler runs right here: no hand-off. */
 	if (here && _sq_queue_try_run_here_f(target, s, _sq_source_invoke))
 		return;
 	sq_async_f(target, s, _sq_source_invoke);
