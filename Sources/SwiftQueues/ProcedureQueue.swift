@@ -47,12 +47,18 @@ struct ProcedureQueueState {
     var target: sq_queue_t
     /// ``ProcedureQueue/underlyingQueue``; holding it keeps `target` alive.
     var customQueue: WorkQueue?
+    /// Changes of `target` so far. A runner carries the generation it was
+    /// submitted in; one of an older generation that had not started when
+    /// the target changed is no longer counted in `runners`.
+    var targetGeneration: UInt32 = 0
     var readyCount = 0
     /// Procedures started and not finished (the slots in use).
     var executing = 0
-    /// Runner tasks submitted and not exited.
+    /// Runner tasks submitted and not exited (of the current generation,
+    /// or busy when it began).
     var runners = 0
-    /// Runners inside a procedure's start().
+    /// Runners running a batch. Under the lock every counted runner is busy
+    /// or has not started (or waits for the lock to start).
     var busy = 0
     /// Nanoseconds per procedure in the last measured batch; .max before
     /// any (then every ready procedure may get a runner).
@@ -87,6 +93,8 @@ struct ProcedureQueuePostLock {
     var armWatchdog = false
     var resubmit = false
     var target: sq_queue_t?
+    /// `targetGeneration` when `target` was read.
+    var generation: UInt32 = 0
     var completion: (@Sendable () -> Void)?
     var release: Unmanaged<Procedure>?
     var leaveGroup = false
@@ -116,9 +124,31 @@ struct ProcedureFinishedSlot {
     let completion: (@Sendable () -> Void)?
 }
 
-/// The C entry point of a runner: the context is a retained queue.
+/// The C entry point of a runner of a queue whose target never changed
+/// from the default global queue (the common case, no allocation): the
+/// context is a retained queue.
 let procedureRunnerEntry: sq_function_t = { context in
-    Unmanaged<ProcedureQueue>.fromOpaque(context.unsafelyUnwrapped).takeRetainedValue().runLoop()
+    Unmanaged<ProcedureQueue>.fromOpaque(context.unsafelyUnwrapped).takeRetainedValue()
+        .runLoop(servedTarget: procedureDefaultGlobalQueue(), generation: 0)
+}
+
+/// Any other runner carries the queue it was submitted to and the target's
+/// generation then: the underlying queue may change between the submission
+/// and the start, and a runner must not start procedures that now belong on
+/// another queue.
+struct ProcedureRunnerTicket {
+    let queue: Unmanaged<ProcedureQueue>
+    let target: sq_queue_t
+    let generation: UInt32
+}
+
+/// The C entry point of such a runner: the context is a ticket to free.
+let procedureTargetedRunnerEntry: sq_function_t = { context in
+    let ticket = context.unsafelyUnwrapped.assumingMemoryBound(to: ProcedureRunnerTicket.self)
+    let taken = ticket.move()
+    ticket.deallocate()
+    taken.queue.takeRetainedValue().runLoop(servedTarget: taken.target,
+                                            generation: taken.generation)
 }
 
 /// Runs ``Procedure``s: SwiftQueues' `OperationQueue`.
@@ -315,12 +345,24 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
             // Runners already submitted hold their own reference to the C
             // queue (taken under the lock, see spawnCheck), so the old
             // WorkQueue may go away as soon as it is swapped out.
-            let old = withLock { state -> WorkQueue? in
-                let old = state.customQueue
-                state.customQueue = newValue
-                state.target = newValue?.raw ?? procedureDefaultGlobalQueue()
-                return old
+            var post = ProcedureQueuePostLock()
+            lock.lock()
+            let s = state
+            let old = s.pointee.customQueue
+            s.pointee.customQueue = newValue
+            let target = newValue?.raw ?? procedureDefaultGlobalQueue()
+            if target != s.pointee.target {
+                s.pointee.target = target
+                // Runners submitted to the old target that have not started
+                // may wait there for long (it may be suspended): stop
+                // counting them, and start runners on the new target for
+                // the ready work. They exit when they start (see runLoop).
+                s.pointee.runners = s.pointee.busy
+                s.pointee.targetGeneration &+= 1
+                spawnCheck(&post)
             }
+            lock.unlock()
+            runPost(&post)
             _ = old  // released here, outside the lock
         }
     }
@@ -800,6 +842,7 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
         post.spawn += wanted
         if post.target == nil {
             post.target = s.pointee.target
+            post.generation = s.pointee.targetGeneration
             sq_retain(UnsafeMutableRawPointer(s.pointee.target))
         }
     }
@@ -815,8 +858,17 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
         }
         if let target = post.target {
             var count = post.spawn + (post.resubmit ? 1 : 0)
+            let plain = post.generation == 0 && target == procedureDefaultGlobalQueue()
             while count > 0 {
-                sq_async_f(target, Unmanaged.passRetained(self).toOpaque(), procedureRunnerEntry)
+                if plain {
+                    sq_async_f(target, Unmanaged.passRetained(self).toOpaque(), procedureRunnerEntry)
+                } else {
+                    let ticket = UnsafeMutablePointer<ProcedureRunnerTicket>.allocate(capacity: 1)
+                    ticket.initialize(to: ProcedureRunnerTicket(
+                        queue: Unmanaged.passRetained(self), target: target,
+                        generation: post.generation))
+                    sq_async_f(target, ticket, procedureTargetedRunnerEntry)
+                }
                 count -= 1
             }
             sq_release(UnsafeMutableRawPointer(target))
@@ -847,15 +899,18 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
     /// is suspended, or when a higher-priority procedure becomes ready. On
     /// wider queues it takes one procedure at a time, so that no procedure
     /// waits behind a long one while another thread could run it.
-    func runLoop() {
+    func runLoop(servedTarget: sq_queue_t, generation: UInt32) {
         withUnsafeTemporaryAllocation(of: Unmanaged<Procedure>.self, capacity: Self.maxBatch) { batch in
             withUnsafeTemporaryAllocation(of: ProcedureFinishedSlot.self, capacity: Self.maxBatch) { slots in
-                runLoop(batch: batch.baseAddress!, finished: slots.baseAddress!)
+                runLoop(servedTarget: servedTarget, generation: generation,
+                        batch: batch.baseAddress!,
+                        finished: slots.baseAddress!)
             }
         }
     }
 
-    private func runLoop(batch: UnsafeMutablePointer<Unmanaged<Procedure>>,
+    private func runLoop(servedTarget: sq_queue_t, generation: UInt32,
+                         batch: UnsafeMutablePointer<Unmanaged<Procedure>>,
                          finished: UnsafeMutablePointer<ProcedureFinishedSlot>) {
         let thread = procedureThreadState()
         let saved = thread.pointee
@@ -868,9 +923,17 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
         var budget = Self.runnerBudget
         let s = state
         lock.lock()
-        // The queue this runner serves; if underlyingQueue changes, the
-        // procedures started afterwards belong on the new one.
-        let servedTarget = s.pointee.target
+        if generation != s.pointee.targetGeneration {
+            // Submitted before the target changed, and not started then:
+            // the change stopped counting this runner (and started others
+            // on the new target).
+            lock.unlock()
+            thread.pointee.currentQueue = saved.currentQueue
+            return
+        }
+        // `servedTarget` is the queue this runner runs on; if
+        // underlyingQueue changed since it was submitted, the procedures
+        // started from now on belong on the new one.
         while true {
             if s.pointee.suspended || s.pointee.readyCount == 0
                 || s.pointee.executing >= s.pointee.width {
@@ -883,6 +946,7 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
                 post.resubmit = true
                 if post.target == nil {
                     post.target = s.pointee.target
+                    post.generation = s.pointee.targetGeneration
                     sq_retain(UnsafeMutableRawPointer(s.pointee.target))
                 }
                 break

@@ -713,6 +713,41 @@ import Musl
         #expect(later.value == nil)
     }
 
+    /// A runner submitted to the old underlying queue that has not started
+    /// when the queue changes must neither hold up procedures added later
+    /// (the old queue may stay suspended) nor run them on the old queue.
+    @Test func changingTheUnderlyingQueueLeavesNoRunnerBehind() {
+        let key = SpecificKey<Int>()
+        let queue = ProcedureQueue(name: "retarget", maxConcurrentCount: 4)
+        let old = WorkQueue(label: "old", attributes: .concurrent)
+        old.setSpecific(key, value: 7)
+        queue.underlyingQueue = old
+        old.suspend()
+        let seen = ProcBox<[Int?]>([])
+        queue.addBlock { seen.update { $0.append(WorkQueue.getSpecific(key)) } }
+        procSleep(5)  // its runner now waits on the suspended queue
+        queue.underlyingQueue = nil
+        var stuck = false
+        for round in 1...3 where !stuck {
+            let done = CountingSemaphore(value: 0)
+            queue.addBlock {
+                seen.update { $0.append(WorkQueue.getSpecific(key)) }
+                done.signal()
+            }
+            stuck = done.wait(timeout: .now() + .seconds(10)) != .success
+            #expect(!stuck, "round \(round) waited for the old queue")
+        }
+        old.resume()  // the old runner starts now, and must run nothing there
+        queue.waitUntilAllFinished()
+        #expect(seen.value == [nil, nil, nil, nil])
+        queue.addBlock { seen.update { $0.append(WorkQueue.getSpecific(key)) } }
+        queue.waitUntilAllFinished()
+        procSleep(5)
+        queue.addBlock { seen.update { $0.append(WorkQueue.getSpecific(key)) } }
+        queue.waitUntilAllFinished()
+        #expect(seen.value == [Int?](repeating: nil, count: 6))
+    }
+
     @MainActor
     @Test func mainQueueRunsOnTheMainThread() {
         guard procIsMainThread() else { return }  // main-actor tests run on the main thread
