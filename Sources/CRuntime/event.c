@@ -214,12 +214,19 @@ _sq_debug_timer_wakeups(void)
  * The work is submitted at its deadline (not early with a "not before"
  * mark), so a serial queue sees it arrive when due and nothing submitted
  * just before is overtaken; it runs on the runner's thread itself when its
- * queue is a root queue or an idle serial one (no hand-off at all). The
- * runner gives up its role first, rather than making the entries left
- * wait for work of unknown length: with two entries or more pending, a
- * second runner is started when the first begins to wait (so it is awake
- * by the next deadline), or, failing that, when the first leaves. At
- * most two runners exist; the one without an entry sleeps.
+ * queue is a root queue or an idle serial one (no hand-off at all). A
+ * precise after that the loop fires late (it woke late itself) joins the
+ * list as due at once, for the same reason.
+ *
+ * Work of unknown length must not hold up the entries left. A runner stops
+ * being counted while it runs an entry's work, and with two entries or more
+ * pending a second runner is kept, asleep: at most two are counted, and
+ * only one spins at a time (two spinning for close deadlines would hold
+ * both CPUs of a small machine, the loop's included). The other sleeps
+ * past the spinner's deadline and takes an entry only if it is then
+ * overdue (the spinner was preempted, or is still in earlier work). After
+ * short work, the usual case, a runner comes back for the next entry, so
+ * deadlines tens of microseconds apart cost no new runner and no wake-up.
  */
 #define SQ_TIMER_AHEAD_NS (200 * NSEC_PER_USEC)
 #define SQ_TIMER_SPIN_NS (90 * NSEC_PER_USEC)
@@ -228,7 +235,11 @@ static struct {
 	sq_spinlock_t lock;
 	struct sq_ontime_s *head; /* by deadline */
 	struct sq_ontime_s *tail; /* the last entry, or NULL */
-	int runners;              /* runner jobs queued or running: 0-2 */
+	int runners;              /* runner jobs queued or looking for
+				     entries (not those running an entry's
+				     work): 0-2 */
+	uint32_t spinner;         /* 1 while a runner spins to the head's
+				     deadline */
 	uint32_t seq;             /* futex: bumped when the head changes */
 	uint64_t head_due;        /* atomic copy of head->due, or 0 */
 	uint64_t second_due;      /* and of head->next->due, or 0 (no second
@@ -248,14 +259,12 @@ _sq_ontime_publish(void)
 	__atomic_add_fetch(&_sq_ontime.seq, 1, __ATOMIC_SEQ_CST);
 }
 
-static void _sq_ontime_run(void *second);
+static void _sq_ontime_run(void *unused);
 
-/* `second`: started ahead for the second entry (see above). */
 static void
-_sq_ontime_start_runner(bool second)
+_sq_ontime_start_runner(void)
 {
-	sq_async_f(&_sq_root_queues[SQ_ROOT_HIGH], second ? (void *)1 : NULL,
-			_sq_ontime_run);
+	sq_async_f(&_sq_root_queues[SQ_ROOT_HIGH], NULL, _sq_ontime_run);
 }
 
 void
@@ -281,14 +290,14 @@ _sq_ontime_post(struct sq_ontime_s *e)
 	_sq_ontime_publish();
 	sq_spinlock_unlock(&_sq_ontime.lock);
 	if (start)
-		_sq_ontime_start_runner(false);
+		_sq_ontime_start_runner();
 	else if (early)
 		_sq_futex_wake(&_sq_ontime.seq, 2);
 }
 
 /* With two entries or more waiting, a second runner is started ahead of
- * time, so it is awake by the time the first leaves with its entry. The
- * racy look first keeps the lock off a runner's every pass. */
+ * time, so it is awake should the first be held up by an entry's work.
+ * The racy look first keeps the lock off a runner's every pass. */
 static void
 _sq_ontime_start_successor(void)
 {
@@ -303,51 +312,54 @@ _sq_ontime_start_successor(void)
 		__atomic_store_n(&_sq_ontime.runners, 2, __ATOMIC_RELAXED);
 	sq_spinlock_unlock(&_sq_ontime.lock);
 	if (start)
-		_sq_ontime_start_runner(true);
+		_sq_ontime_start_runner();
 }
 
 static void
-_sq_ontime_run(void *second_ctx)
+_sq_ontime_run(void *unused)
 {
-	/* A second runner waits for the second entry while the first runner
-	 * is there (both spinning for one deadline would hold both CPUs of a
-	 * small machine), and for the first once alone. */
-	bool second = second_ctx != NULL;
+	(void)unused;
 	for (;;) {
-		/* Read seq before the deadlines: a post after this read bumps
+		/* Read seq before the deadline: a post after this read bumps
 		 * it, so the futex below returns at once instead of
 		 * oversleeping a new, earlier entry. */
 		uint32_t seq = __atomic_load_n(&_sq_ontime.seq,
 				__ATOMIC_SEQ_CST);
-		if (second && (__atomic_load_n(&_sq_ontime.runners,
-				__ATOMIC_SEQ_CST) < 2 || __atomic_load_n(
-				&_sq_ontime.second_due, __ATOMIC_SEQ_CST) == 0))
-			second = false;
-		uint64_t *due_of = second ? &_sq_ontime.second_due
-				: &_sq_ontime.head_due;
-		uint64_t due = __atomic_load_n(due_of, __ATOMIC_SEQ_CST);
-		if (!second)
-			_sq_ontime_start_successor();
-		if (due != 0 && _sq_monotonic_ns() + SQ_TIMER_SPIN_NS < due) {
+		uint64_t due = __atomic_load_n(&_sq_ontime.head_due,
+				__ATOMIC_SEQ_CST);
+		_sq_ontime_start_successor();
+		uint64_t now = _sq_monotonic_ns();
+		if (due != 0 && now + SQ_TIMER_SPIN_NS < due) {
 			_sq_futex_wait_until(&_sq_ontime.seq, seq,
 					(sq_time_t)(due - SQ_TIMER_SPIN_NS));
 			continue;
 		}
-		while (due != 0 && _sq_monotonic_ns() < due) {
-			_sq_cpu_relax();
-			/* Alone now: the first entry is ours. */
-			if (second && __atomic_load_n(&_sq_ontime.runners,
-					__ATOMIC_RELAXED) < 2)
-				break;
-			/* The other runner left with its entry: a successor
-			 * for what is left? */
-			if (!second)
-				_sq_ontime_start_successor();
-			due = __atomic_load_n(due_of, __ATOMIC_RELAXED);
+		if (due != 0 && now < due) {
+			/* One runner spins; two spinning for one deadline, or
+			 * for two close ones, would hold both CPUs of a small
+			 * machine while the loop needs one. The other sleeps
+			 * past the deadline, and takes the entry then only if
+			 * the spinner is held up (preempted, or still in an
+			 * earlier entry's work). Acquire/release: the claim
+			 * orders nothing but itself. */
+			uint32_t free_claim = 0;
+			if (!__atomic_compare_exchange_n(&_sq_ontime.spinner,
+					&free_claim, 1, false, __ATOMIC_ACQUIRE,
+					__ATOMIC_RELAXED)) {
+				_sq_futex_wait_until(&_sq_ontime.seq, seq,
+						(sq_time_t)(due +
+						SQ_TIMER_SPIN_NS));
+				continue;
+			}
+			while (due != 0 && now < due) {
+				_sq_cpu_relax();
+				due = __atomic_load_n(&_sq_ontime.head_due,
+						__ATOMIC_RELAXED);
+				now = _sq_monotonic_ns();
+			}
+			__atomic_store_n(&_sq_ontime.spinner, 0,
+					__ATOMIC_RELEASE);
 		}
-		if (second && __atomic_load_n(&_sq_ontime.runners,
-				__ATOMIC_SEQ_CST) < 2)
-			continue;
 		sq_spinlock_lock(&_sq_ontime.lock);
 		struct sq_ontime_s *e = _sq_ontime.head;
 		if (e == NULL) {
@@ -366,8 +378,9 @@ _sq_ontime_run(void *second_ctx)
 		if (next == NULL)
 			_sq_ontime.tail = NULL;
 		_sq_ontime_publish();
-		/* This runner leaves with e; if it was the only one and
-		 * entries are left, a new one takes the role (see above). */
+		/* While it runs e's work this runner is not counted; if it
+		 * was the only one and entries are left, a new one takes
+		 * the role (see above). */
 		bool start = next != NULL && _sq_ontime.runners == 1;
 		if (!start)
 			__atomic_store_n(&_sq_ontime.runners,
@@ -375,9 +388,19 @@ _sq_ontime_run(void *second_ctx)
 					__ATOMIC_RELAXED);
 		sq_spinlock_unlock(&_sq_ontime.lock);
 		if (start)
-			_sq_ontime_start_runner(false);
+			_sq_ontime_start_runner();
 		e->run(e);
-		return;
+		/* Back for the next entry if there is room: after short work
+		 * (the usual case) close deadlines cost no new runner. */
+		sq_spinlock_lock(&_sq_ontime.lock);
+		bool again = _sq_ontime.head != NULL && _sq_ontime.runners < 2;
+		if (again)
+			__atomic_store_n(&_sq_ontime.runners,
+					_sq_ontime.runners + 1,
+					__ATOMIC_RELAXED);
+		sq_spinlock_unlock(&_sq_ontime.lock);
+		if (!again)
+			return;
 	}
 }
 
@@ -656,11 +679,18 @@ _sq_after_on_time(struct sq_ontime_s *e)
 	_sq_after_submit(a);
 }
 
+/* Fired early, the after waits on the on-time list for its deadline. A
+ * precise one fired late (the loop itself woke late) goes there too, as
+ * due now: the runner is often awake for the close deadlines around it
+ * and runs the work at once, where a submission would wait for a worker's
+ * wake-up. */
 static void
 _sq_after_fire(struct sq_timer_s *t, uint64_t now, bool early)
 {
 	struct sq_after_s *a = caa_container_of(t, struct sq_after_s, timer);
-	if (early) {
+	/* (The list is on the monotonic clock: so is every early firing.) */
+	if (early || (t->clock == SQ_CLOCK_MONOTONIC &&
+			t->latest - t->deadline < SQ_TIMER_SPIN_NS)) {
 		a->ontime.due = now;
 		a->ontime.run = _sq_after_on_time;
 		_sq_ontime_post(&a->ontime);

@@ -51,6 +51,10 @@
  * budget adapts between 0 and the maximum (see _sq_worker_park). */
 #define SQ_SPIN_MAX_NS (64 * NSEC_PER_USEC)
 #define SQ_SPIN_MIN_NS (4 * NSEC_PER_USEC)
+
+/* A worker about to park yields first only within this long of its
+ * wake-up (see _sq_worker_park). */
+#define SQ_YIELD_WINDOW_NS (50 * NSEC_PER_USEC)
 /* Monitor ticks without any worker progress, while work waits, a worker is
  * idle and none searches, after which the safety net wakes one (see
  * _sq_monitor_main): 50 ms. Not less: a worker between pushing itself on
@@ -91,6 +95,7 @@ struct sq_worker_s {
 	int root;            /* root index of the job being run */
 	uint32_t tick;
 	uint64_t parked_at;  /* when it last parked (monotonic ns) */
+	uint64_t woken_at;   /* when it was last woken (monotonic ns) */
 	uint64_t jobs;       /* jobs started; read by the monitor */
 	pid_t tid;
 	char name[16];       /* the thread's current name */
@@ -492,6 +497,18 @@ _sq_pool_notify(void)
 	 * either we see it counted or it sees our job. */
 	if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST) != 0)
 		return;
+	/* Saturated (the common case in a burst): nobody idle to wake and no
+	 * room for a new worker. Seq-cst, after the enqueue: a worker that
+	 * parks counts itself in `nidle` before its seq-cst look at the
+	 * queues, so either we see it counted (and take the path below) or
+	 * it sees our job. This skips the claim of `searching` and the idle
+	 * lock, two writes to lines every worker uses. */
+	if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) == 0 &&
+			__atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) >=
+			_sq_pool.width) {
+		_sq_monitor_kick();
+		return;
+	}
 	SQ_CHAOS_POINT();
 	int32_t zero = 0;
 	if (!__atomic_compare_exchange_n(&_sq_pool.searching, &zero, 1, false,
@@ -869,8 +886,11 @@ _sq_worker_park(struct sq_worker_s *w)
 	/* Before sleeping, let a thread this worker preempted run first (a
 	 * submitter it was woken by, often on the same CPU): a job it submits
 	 * meanwhile is seen by the look after the push below, and costs no
-	 * futex round trip. */
-	sched_yield();
+	 * futex round trip. Only shortly after a wake-up: a worker that has
+	 * run for longer preempted nobody still submitting, and a yield to
+	 * whatever else is runnable here would cost two context switches. */
+	if (_sq_monotonic_ns() - w->woken_at < SQ_YIELD_WINDOW_NS)
+		sched_yield();
 	SQ_CHAOS_POINT();
 	w->parked_at = _sq_monotonic_ns();
 	__atomic_store_n(&w->parked, 1, __ATOMIC_RELAXED);
@@ -900,7 +920,8 @@ _sq_worker_park(struct sq_worker_s *w)
 			r = _sq_futex_wait_until(&w->parked, 1, deadline);
 		if (__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE) == 0) {
 			/* Woken: the waker made us a searcher. */
-			if (_sq_monotonic_ns() - w->parked_at < SQ_SPIN_MAX_NS)
+			w->woken_at = _sq_monotonic_ns();
+			if (w->woken_at - w->parked_at < SQ_SPIN_MAX_NS)
 				_sq_spin_budget_grow();
 			return true;
 		}
@@ -1170,6 +1191,12 @@ _sq_monitor_start(void)
 static void
 _sq_monitor_kick(void)
 {
+	/* Already kicked: the monitor has yet to take that kick (it takes it
+	 * before it sleeps, and its futex wait returns at once while the
+	 * word is 1), so this one adds nothing. A plain read keeps bursts of
+	 * saturated submissions from writing the line. */
+	if (__atomic_load_n(&_sq_pool.monitor_kick, __ATOMIC_RELAXED) != 0)
+		return;
 	if (__atomic_exchange_n(&_sq_pool.monitor_kick, 1, __ATOMIC_SEQ_CST)
 			== 0 && __atomic_load_n(&_sq_pool.monitor_deep,
 			__ATOMIC_SEQ_CST))
