@@ -611,6 +611,17 @@ _sq_next_take(struct sq_worker_s *w, int *root)
 	return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
 }
 
+bool
+_sq_pool_work_waiting(void)
+{
+	struct sq_worker_s *w = _sq_self;
+	/* Relaxed: only a hint, nothing read through it. */
+	if (w != NULL && (__atomic_load_n(&w->next, __ATOMIC_RELAXED) != 0
+			|| !_sq_ring_empty(&w->ring)))
+		return true;
+	return !_sq_roots_empty();
+}
+
 /* Whether a root queue or another worker's ring holds a job (next-job
  * slots aside). */
 static bool

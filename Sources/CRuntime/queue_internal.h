@@ -212,6 +212,9 @@ SQ_INTERNAL void _sq_pool_push(int root_index, struct sq_job_s *job);
 /* The same from a job running on a worker: the job goes to that worker's
  * next-job slot, to run there when the current job returns (pool.c). */
 SQ_INTERNAL void _sq_pool_push_next(int root_index, struct sq_job_s *job);
+/* Whether work waits that the calling worker would run next: a job in its
+ * next-job slot or ring, or in a root queue. Racy looks, a hint. */
+SQ_INTERNAL bool _sq_pool_work_waiting(void);
 /* func(ctx) on root queue `root_index`, through _sq_pool_push_next. */
 SQ_INTERNAL void _sq_root_async_next_f(int root_index, void *ctx,
 		sq_function_t func);

@@ -111,9 +111,10 @@ static sq_spinlock_t _sq_install_lock = SQ_SPINLOCK_INIT;
  * queue is idle, its job runs right here as the queue's work (the sync fast
  * path, so the queue's isolation holds). The task's hop back to the pool is
  * deferred the same way and runs here next. Only the leaving task's own job
- * is ever deferred, so nothing waits behind work still running, and a
- * chain of such hops is cut after SQ_HOP_BUDGET to let the pool's other
- * work through.
+ * is ever deferred, so nothing waits behind work still running. Every
+ * SQ_HOP_BUDGET hops a chain of them looks for work waiting for this
+ * worker (in its next-job slot, its ring or a root queue) and, if there
+ * is any, is cut to let it through.
  */
 
 #define SQ_HOP_BUDGET 256
@@ -137,7 +138,13 @@ _sq_run_deferred(void)
 	for (int budget = SQ_HOP_BUDGET; _sq_deferred.job != NULL; budget--) {
 		struct sq_deferred_s d = _sq_deferred;
 		_sq_deferred.job = NULL;
-		if (budget == 0) {
+		if (budget == 0 && !_sq_pool_work_waiting()) {
+			/* Nothing waits for this worker: go on. Cutting
+			 * the chain would hand the task to the ring, where
+			 * an idle worker spinning for work takes it, and
+			 * the task's memory moves to the other core. */
+			budget = SQ_HOP_BUDGET;
+		} else if (budget == 0) {
 			if (d.queue != NULL)
 				sq_async_f(d.queue, d.job, d.func);
 			else

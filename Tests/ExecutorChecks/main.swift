@@ -169,6 +169,29 @@ private func queueActors() {
     print("queue-actors: 17,002 isolated calls, serialised with queue work")
 }
 
+/// Run with one worker (SQ_WORKERS=1): a task calling into a queue-backed
+/// actor over and over is one chain of hops run in place on that worker;
+/// pool work submitted meanwhile must still get through (the chain gives
+/// way when it sees work waiting).
+private func queueActorChain() {
+    install()
+    runAsync {
+        let counter = QueueCounter(queue: WorkQueue(label: "checks.chain"))
+        let ran = AtomicCounter()
+        WorkQueue.global().asyncAfter(delay: .milliseconds(5)) { _ = ran.increment() }
+        let deadline = ContinuousClock.now + .seconds(10)
+        var calls = 0
+        while ran.load() == 0 {
+            _ = await counter.bump()
+            calls += 1
+            if calls % 1024 == 0 {
+                check(ContinuousClock.now < deadline, "pool work starved by a chain of actor calls")
+            }
+        }
+    }
+    print("queue-actor-chain: pool work ran between the calls of a long chain")
+}
+
 private func mainActorSyncMain() {
     install()
     // MainActor work runs on the main thread while main drains the main
@@ -221,6 +244,7 @@ switch CommandLine.arguments.dropFirst().first {
 case "priorities": priorities()
 case "semantics": semantics()
 case "queue-actors": queueActors()
+case "queue-actor-chain": queueActorChain()
 case "sync-main": mainActorSyncMain()
 case "too-late": tooLate()
 default: fail("unknown mode")

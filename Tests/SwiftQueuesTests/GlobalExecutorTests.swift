@@ -43,6 +43,15 @@ import SwiftQueues
         #expect(output.contains("queue-actors: 17,002 isolated calls, serialised with queue work"))
     }
 
+    /// With one worker, a long chain of such hops still lets other pool
+    /// work through.
+    @Test func actorCallChainsGiveWayToPoolWork() throws {
+        let (status, output) = try Self.run("ExecutorChecks", ["queue-actor-chain"],
+                                            environment: ["SQ_WORKERS": "1"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("queue-actor-chain: pool work ran between the calls of a long chain"))
+    }
+
     @Test func mainActorWithASynchronousMain() throws {
         let (status, output) = try Self.run("ExecutorChecks", ["sync-main"])
         #expect(status == 0, "\(output)")
