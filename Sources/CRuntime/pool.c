@@ -67,8 +67,12 @@
 #define SQ_RETIRE_AFTER_NS (5 * NSEC_PER_SEC)
 #define SQ_MONITOR_INTERVAL_NS (2 * NSEC_PER_MSEC)
 /* After a kick whose saturation has passed, the monitor naps this long
- * before deciding to sleep until the next kick. */
+ * before deciding to sleep until the next kick; kicked again during the
+ * nap (bursts that saturate the pool for moments), it naps twice as long
+ * each time up to the maximum, and back to the minimum once a look finds
+ * work waiting. A nap delays only the first look at a new saturation. */
 #define SQ_MONITOR_NAP_NS (5 * NSEC_PER_MSEC)
+#define SQ_MONITOR_NAP_MAX_NS (20 * NSEC_PER_MSEC)
 #define SQ_BACKGROUND_NICE 10
 
 /* Ring entries carry the root index of the job in their low bits. */
@@ -1083,6 +1087,7 @@ _sq_monitor_main(void *unused)
 	static uint64_t last_jobs[SQ_POOL_MAX_THREADS];
 	uint64_t last_total = 0;
 	int pending_ticks = 0, stalled_ticks = 0;
+	uint64_t nap_ns = SQ_MONITOR_NAP_NS;
 	pthread_setname_np(pthread_self(), "sq.monitor");
 
 	for (;;) {
@@ -1096,11 +1101,13 @@ _sq_monitor_main(void *unused)
 			 * not once per burst. */
 			if (__atomic_exchange_n(&_sq_pool.monitor_kick, 0,
 					__ATOMIC_SEQ_CST)) {
-				struct timespec nap = { 0,
-					(long)SQ_MONITOR_NAP_NS };
+				struct timespec nap = { 0, (long)nap_ns };
 				nanosleep(&nap, NULL);
+				if (nap_ns < SQ_MONITOR_NAP_MAX_NS)
+					nap_ns *= 2;
 				continue;
 			}
+			nap_ns = SQ_MONITOR_NAP_NS;
 			/* Sleep until kicked. Dekker with the kicker: we
 			 * store `monitor_deep` then load the kick; it stores
 			 * the kick then loads `monitor_deep` (all seq-cst),
@@ -1113,6 +1120,7 @@ _sq_monitor_main(void *unused)
 					__ATOMIC_SEQ_CST);
 			continue;
 		}
+		nap_ns = SQ_MONITOR_NAP_NS;
 		struct timespec tick = { 0, (long)SQ_MONITOR_INTERVAL_NS };
 		nanosleep(&tick, NULL);
 
