@@ -54,7 +54,7 @@ struct sq_timer_s {
 	uint8_t clock;
 	/* Called on the loop thread when the entry fires (it has already
 	 * been removed from the heaps). `now` is the clock's time; `early`:
-	 * a precise wake-up fired it up to SQ_TIMER_EARLY_NS ahead, `now`
+	 * a precise wake-up fired it up to SQ_TIMER_AHEAD_NS ahead, `now`
 	 * is its deadline, and what it hands to other threads must wait
 	 * until then (an on-time entry, below). */
 	void (*fire)(struct sq_timer_s *timer, uint64_t now, bool early);

@@ -138,18 +138,19 @@ _sq_run_deferred(void)
 	for (int budget = SQ_HOP_BUDGET; _sq_deferred.job != NULL; budget--) {
 		struct sq_deferred_s d = _sq_deferred;
 		_sq_deferred.job = NULL;
-		if (budget == 0 && !_sq_pool_work_waiting()) {
-			/* Nothing waits for this worker: go on. Cutting
-			 * the chain would hand the task to the ring, where
-			 * an idle worker spinning for work takes it, and
-			 * the task's memory moves to the other core. */
+		if (budget == 0) {
+			if (_sq_pool_work_waiting()) {
+				if (d.queue != NULL)
+					sq_async_f(d.queue, d.job, d.func);
+				else
+					_sq_swift_run_on_pool(d.job);
+				return;
+			}
+			/* Nothing waits for this worker: go on. Cutting the
+			 * chain would hand the task to the ring, where an
+			 * idle worker spinning for work takes it, and the
+			 * task's memory moves to the other core. */
 			budget = SQ_HOP_BUDGET;
-		} else if (budget == 0) {
-			if (d.queue != NULL)
-				sq_async_f(d.queue, d.job, d.func);
-			else
-				_sq_swift_run_on_pool(d.job);
-			return;
 		}
 		_sq_running_job = d.job;
 		_sq_running_in_place = true;

@@ -840,11 +840,17 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
         guard wanted > 0 else { return }
         s.pointee.runners += wanted
         post.spawn += wanted
-        if post.target == nil {
-            post.target = s.pointee.target
-            post.generation = s.pointee.targetGeneration
-            sq_retain(UnsafeMutableRawPointer(s.pointee.target))
-        }
+        captureTarget(&post)
+    }
+
+    /// Under the lock: where the runners of `post` go (retained until
+    /// runPost has submitted them), with the target's generation.
+    @inline(__always)
+    private func captureTarget(_ post: inout ProcedureQueuePostLock) {
+        guard post.target == nil else { return }
+        post.target = state.pointee.target
+        post.generation = state.pointee.targetGeneration
+        sq_retain(UnsafeMutableRawPointer(state.pointee.target))
     }
 
     /// After the lock: submits runners, schedules a completion block,
@@ -912,9 +918,6 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
     private func runLoop(servedTarget: sq_queue_t, generation: UInt32,
                          batch: UnsafeMutablePointer<Unmanaged<Procedure>>,
                          finished: UnsafeMutablePointer<ProcedureFinishedSlot>) {
-        let thread = procedureThreadState()
-        let saved = thread.pointee
-        thread.pointee.currentQueue = Unmanaged.passUnretained(self)
         let record = ProcedureBatchRecord(items: batch)
         var post = ProcedureQueuePostLock()
         var finishedCount = 0
@@ -928,9 +931,11 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
             // the change stopped counting this runner (and started others
             // on the new target).
             lock.unlock()
-            thread.pointee.currentQueue = saved.currentQueue
             return
         }
+        let thread = procedureThreadState()
+        let saved = thread.pointee
+        thread.pointee.currentQueue = Unmanaged.passUnretained(self)
         // `servedTarget` is the queue this runner runs on; if
         // underlyingQueue changed since it was submitted, the procedures
         // started from now on belong on the new one.
@@ -944,11 +949,7 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
                 // Let other work on the pool run: go to the back of the line
                 // (of the new underlying queue, if it changed).
                 post.resubmit = true
-                if post.target == nil {
-                    post.target = s.pointee.target
-                    post.generation = s.pointee.targetGeneration
-                    sq_retain(UnsafeMutableRawPointer(s.pointee.target))
-                }
+                captureTarget(&post)
                 break
             }
             let count = min(limit, s.pointee.readyCount, budget)
