@@ -208,7 +208,10 @@ _sq_debug_timer_wakeups(void)
  * timer source's tick). The wake-ups of the hand-off happen well ahead;
  * one wake-up lies between the deadline and the handler, and the spin is
  * its margin. The loop goes back to sleep at once, and however many
- * precise timers are pending, they hold one worker.
+ * precise timers are pending, they hold one worker. Precise afters close
+ * together (each within the margin of the one before) go ahead in one
+ * pass: otherwise the loop would wake for the next ones just as the runner
+ * spins to the first, and take its CPU on a two-CPU machine.
  *
  * The work is submitted at its deadline (not early with a "not before"
  * mark), so a serial queue sees it arrive when due and nothing submitted
@@ -229,6 +232,7 @@ _sq_debug_timer_wakeups(void)
  */
 #define SQ_TIMER_AHEAD_NS (200 * NSEC_PER_USEC)
 #define SQ_TIMER_SPIN_NS (90 * NSEC_PER_USEC)
+#define SQ_TIMER_CHAIN_NS (2 * NSEC_PER_MSEC)
 
 static struct {
 	sq_spinlock_t lock;
@@ -403,6 +407,16 @@ _sq_ontime_run(void *unused)
 	}
 }
 
+static void _sq_after_fire(struct sq_timer_s *t, uint64_t now, bool early);
+
+/* A one-shot after with less leeway than the spin margin. */
+static inline bool
+_sq_timer_is_precise_after(const struct sq_timer_s *t)
+{
+	return t->fire == _sq_after_fire &&
+			t->latest - t->deadline < SQ_TIMER_SPIN_NS;
+}
+
 /* Whether the wake-up at `wake` needs precision: some timer due by it has
  * less than SQ_TIMER_SPIN_NS of leeway (the earliest `latest` is close),
  * less than a plain wake-up is often late by. */
@@ -426,6 +440,18 @@ _sq_timers_fire(int clock, uint64_t now, uint64_t limit)
 		struct sq_timer_s *t = _sq_loop.heap[clock][0][0];
 		_sq_timer_unschedule(t);
 		bool early = t->deadline > now;
+		/* A chain of precise afters close together goes ahead in
+		 * this pass: each extends the window by the margin. Otherwise
+		 * the loop would wake for the next one while the runner spins
+		 * to this one's deadline, and on a small machine take the
+		 * runner's CPU at that moment. One-shot entries only (a
+		 * repeating timer's next tick would extend it again), and
+		 * never more than SQ_TIMER_CHAIN_NS ahead. */
+		if (early && _sq_timer_is_precise_after(t) &&
+				t->deadline + SQ_TIMER_AHEAD_NS > limit &&
+				t->deadline + SQ_TIMER_AHEAD_NS <=
+				now + SQ_TIMER_CHAIN_NS)
+			limit = t->deadline + SQ_TIMER_AHEAD_NS;
 		t->fire(t, early ? t->deadline : now, early);
 		any = true;
 	}

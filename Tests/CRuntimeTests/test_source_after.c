@@ -306,6 +306,56 @@ test_after_workitem(void)
 	sq_release(q);
 }
 
+/* ---- close precise afters: one loop pass ------------------------------------- */
+
+uint64_t _sq_debug_timer_wakeups(void);
+
+#define CLOSE_N 10
+
+/* Ten afters 37 us apart, the first 30 ms away, on a serial queue: each
+ * lands at or after its deadline, in order, and the loop serves the whole
+ * chain in one pass (each one extends the early window; without that the
+ * loop would wake again while the first ones wait for their deadlines). A
+ * loop held up past the deadlines also fires them in one pass, so only a
+ * registration split across passes by a stall needs the retry. */
+static uint64_t
+close_chain_passes(void)
+{
+	sq_queue_t q = sq_queue_create("after.close", NULL);
+	sq_semaphore_t sem = sq_semaphore_create(0);
+	atomic_int pos = 0, early = 0;
+	int order[8] = { 0 };
+	struct landing l[CLOSE_N];
+	uint64_t before = _sq_debug_timer_wakeups();
+	uint64_t base = sqt_now_ns() + 30 * MS;
+	for (int i = 0; i < CLOSE_N; i++) {
+		l[i] = (struct landing){ base + (uint64_t)i * 37 * 1000, i,
+				&pos, order, &early, 0, sem };
+		sq_after_f((sq_time_t)l[i].target, q, &l[i], land);
+	}
+	for (int i = 0; i < CLOSE_N; i++)
+		CHECK_EQ(sq_semaphore_wait(sem, sq_time(SQ_TIME_NOW,
+				5000 * MS)), 0);
+	uint64_t passes = _sq_debug_timer_wakeups() - before;
+	CHECK_EQ(atomic_load(&early), 0);
+	for (int i = 0; i < 8; i++)
+		CHECK_EQ(order[i], i);
+	for (int i = 0; i < CLOSE_N; i++)
+		CHECK(l[i].when >= l[i].target);
+	sq_release(sem);
+	sq_release(q);
+	return passes;
+}
+
+static void
+test_close_afters_one_pass(void)
+{
+	uint64_t passes = 0;
+	for (int attempt = 0; attempt < 3 && passes != 1; attempt++)
+		passes = close_chain_passes();
+	CHECK_EQ(passes, 1);
+}
+
 int
 main(void)
 {
@@ -314,5 +364,6 @@ main(void)
 	test_many_pending();
 	test_clocks_and_edges();
 	test_after_workitem();
+	test_close_afters_one_pass();
 	return sqt_finish("test_source_after");
 }
