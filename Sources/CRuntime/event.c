@@ -761,7 +761,7 @@ _sq_after(sq_time_t when, uint64_t leeway, sq_queue_t queue, void *ctx,
 			: SQ_CLOCK_MONOTONIC;
 	a->timer.deadline = when & ~SQ_TIME_WALL_FLAG;
 	/* sq_after_f is on time (no leeway); Swift's Task.sleep passes its
-	 * tolerance through _sq_after_leeway_f. */
+	 * tolerance through sq_after_leeway_f. */
 	a->timer.latest = a->timer.deadline + leeway < a->timer.deadline
 			? UINT64_MAX : a->timer.deadline + leeway;
 	a->node.kind = SQ_LOOP_AFTER;
@@ -781,10 +781,10 @@ sq_after_f(sq_time_t when, sq_queue_t queue, void *ctx, sq_function_t func)
 }
 
 void
-_sq_after_leeway_f(sq_time_t when, uint64_t leeway, sq_queue_t queue,
+sq_after_leeway_f(sq_time_t when, uint64_t leeway, sq_queue_t queue,
 		void *ctx, sq_function_t func)
 {
-	_SQ_REQUIRE_FUNCTION("sq_after_f", func);
+	_SQ_REQUIRE_FUNCTION("sq_after_leeway_f", func);
 	_sq_after(when, leeway, queue, ctx, func, NULL);
 }
 

@@ -183,9 +183,5 @@ SQ_INTERNAL void _sq_loop_atfork_child(void);
 
 /* Runs an sq_after entry's scheduling (loop thread). */
 SQ_INTERNAL void _sq_after_schedule(struct sq_loop_node_s *node);
-/* sq_after_f that may fire up to `leeway` ns late (timers whose windows
- * overlap fire together). */
-SQ_INTERNAL void _sq_after_leeway_f(sq_time_t when, uint64_t leeway,
-		sq_queue_t queue, void *ctx, sq_function_t func);
 
 #endif /* SWIFTQUEUES_EVENT_INTERNAL_H */

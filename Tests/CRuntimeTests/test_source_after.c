@@ -356,6 +356,63 @@ test_close_afters_one_pass(void)
 	CHECK_EQ(passes, 1);
 }
 
+/* ---- sq_after_leeway_f --------------------------------------------------------- */
+
+/* A at +30 ms with 40 ms of leeway, B at +50 ms with none: A's window holds
+ * B's deadline, so one loop pass serves both, at B's deadline; neither
+ * lands early. Returns the passes. */
+static uint64_t
+leeway_pair_passes(uint64_t *a_at, uint64_t *b_at)
+{
+	sq_semaphore_t sem = sq_semaphore_create(0);
+	atomic_int pos = 0, early = 0;
+	int order[8] = { 0 };
+	uint64_t base = sqt_now_ns();
+	struct landing a = { base + 30 * MS, 1, &pos, order, &early, 0, sem };
+	struct landing b = { base + 50 * MS, 2, &pos, order, &early, 0, sem };
+	uint64_t before = _sq_debug_timer_wakeups();
+	sq_after_leeway_f((sq_time_t)a.target, 40 * MS, global_queue(), &a,
+			land);
+	sq_after_leeway_f((sq_time_t)b.target, 0, global_queue(), &b, land);
+	for (int i = 0; i < 2; i++)
+		CHECK_EQ(sq_semaphore_wait(sem, sq_time(SQ_TIME_NOW,
+				5000 * MS)), 0);
+	uint64_t passes = _sq_debug_timer_wakeups() - before;
+	CHECK_EQ(atomic_load(&early), 0);
+	*a_at = a.when - base;
+	*b_at = b.when - base;
+	sq_release(sem);
+	return passes;
+}
+
+static void
+test_after_leeway(void)
+{
+	uint64_t a_at = 0, b_at = 0, passes = 0;
+	for (int attempt = 0; attempt < 3 && passes != 1; attempt++)
+		passes = leeway_pair_passes(&a_at, &b_at);
+	CHECK_EQ(passes, 1);
+	/* Served by B's wake-up (which, B being precise, comes up to 0.2 ms
+	 * ahead of B's deadline), not at its own deadline. */
+	CHECK(a_at >= 45 * MS);
+	CHECK(b_at >= 50 * MS);
+
+	/* Leeway 0 is sq_after_f; FOREVER never submits. */
+	sq_semaphore_t sem = sq_semaphore_create(0);
+	atomic_int pos = 0, early = 0;
+	int order[8] = { 0 };
+	struct landing c = { sqt_now_ns() + 5 * MS, 3, &pos, order, &early, 0,
+			sem };
+	sq_after_leeway_f((sq_time_t)c.target, 0, global_queue(), &c, land);
+	sq_after_leeway_f(SQ_TIME_FOREVER, 10 * MS, global_queue(), &c, land);
+	CHECK_EQ(sq_semaphore_wait(sem, sq_time(SQ_TIME_NOW, 5000 * MS)), 0);
+	CHECK(c.when >= c.target);
+	settle();
+	CHECK_EQ(atomic_load(&pos), 1);
+	CHECK_EQ(atomic_load(&early), 0);
+	sq_release(sem);
+}
+
 int
 main(void)
 {
@@ -365,5 +422,6 @@ main(void)
 	test_clocks_and_edges();
 	test_after_workitem();
 	test_close_afters_one_pass();
+	test_after_leeway();
 	return sqt_finish("test_source_after");
 }

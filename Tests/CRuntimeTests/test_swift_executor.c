@@ -2,16 +2,14 @@
  * The C side of Swift concurrency's global executor (swift_executor.c):
  * without the Swift runtime installing is refused and changes nothing;
  * _sq_queue_try_run_here_f runs a function in place, as the queue's work,
- * only on an idle serial queue; _sq_after_leeway_f entries fire, never
- * early. The Swift behaviour is tested by GlobalExecutorTests.swift.
+ * only on an idle serial queue; sq_after_leeway_f entries (Task.sleep's
+ * path) fire, never early. The Swift behaviour is tested by GlobalExecutorTests.swift.
  */
 #include "queue_helpers.h"
 
 /* Internal entry points (hidden in the shared library, linked statically
  * here). */
 bool _sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func);
-void _sq_after_leeway_f(sq_time_t when, uint64_t leeway, sq_queue_t queue,
-		void *ctx, sq_function_t func);
 
 struct here_s {
 	sq_queue_t queue;
@@ -142,7 +140,7 @@ test_after_leeway(void)
 {
 	struct fired_s f = { .sem = sq_semaphore_create(0) };
 	uint64_t start = sqt_now_ns();
-	_sq_after_leeway_f(sq_time(SQ_TIME_NOW, 20 * (int64_t)NSEC_PER_MSEC),
+	sq_after_leeway_f(sq_time(SQ_TIME_NOW, 20 * (int64_t)NSEC_PER_MSEC),
 			10 * NSEC_PER_MSEC,
 			sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0), &f,
 			fired);

@@ -625,6 +625,49 @@ import Musl
         #expect(weakProcedure == nil)
     }
 
+    @Test("Finished procedures are freed while the queue stays busy: by the next add, or past a bound")
+    func finishedProceduresFreedWhileBusy() {
+        final class Deaths: Sendable { let count = Atomic<Int>(0) }
+        final class Counted: Procedure, @unchecked Sendable {
+            let deaths: Deaths
+            let done: CountingSemaphore
+            init(deaths: Deaths, done: CountingSemaphore) {
+                self.deaths = deaths
+                self.done = done
+            }
+            override func main() { done.signal() }
+            deinit { deaths.count.add(1, ordering: .relaxed) }
+        }
+        let deaths = Deaths()
+        let done = CountingSemaphore(value: 0)
+        let release = CountingSemaphore(value: 0)
+        let queue = ProcedureQueue(name: "graveyard", maxConcurrentCount: 2)
+        // Keeps the queue busy (never idle) until the end.
+        queue.addBlock { release.wait() }
+        let count = 1_000
+        for _ in 0..<count {
+            queue.addProcedure(Counted(deaths: deaths, done: done))
+        }
+        for _ in 0..<count {
+            #expect(done.wait(timeout: .now() + .seconds(10)) == .success)
+        }
+        // Dropped by the workers once 64 wait (the queue's bound; the
+        // last finishers may not have handed theirs over yet).
+        let floor = count - 64 - 64
+        let deadline = procNow() + 10
+        while deaths.count.load(ordering: .relaxed) < floor && procNow() < deadline {
+            procSleep(1)
+        }
+        #expect(deaths.count.load(ordering: .relaxed) >= floor)
+        #expect(deaths.count.load(ordering: .relaxed) < count)  // some wait for an add
+        // The next add drops the rest on the adding thread.
+        queue.addBlock {}
+        #expect(deaths.count.load(ordering: .relaxed) == count)
+        release.signal()
+        queue.waitUntilAllFinished()
+        #expect(deaths.count.load(ordering: .relaxed) == count)
+    }
+
     @Test func proceduresSnapshot() {
         let queue = ProcedureQueue(name: "snapshot")
         queue.isSuspended = true

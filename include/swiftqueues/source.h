@@ -274,6 +274,19 @@ sq_after_f(sq_time_t when, sq_queue_t queue, void *SQ_NULLABLE context,
 		sq_function_t function);
 
 /*!
+ * sq_after_f that may submit up to `leeway` nanoseconds after `when` (a
+ * SwiftQueues extension). The leeway lets the manager thread serve this
+ * deadline with another one's wake-up, by the rule of sq_source_set_timer,
+ * and with 90 us or more it skips the precise path's spinning worker:
+ * for deadlines that need no precision (timeouts, watchdogs, retries).
+ * Never submits before `when`; leeway 0 is sq_after_f.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_after_leeway_f(sq_time_t when, uint64_t leeway, sq_queue_t queue,
+		void *SQ_NULLABLE context, sq_function_t function);
+
+/*!
  * Submits a work item to `queue` at `when`: cancel the item
  * (sq_workitem_cancel) and it never runs — a cancellable sq_after.
  */
