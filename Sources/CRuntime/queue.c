@@ -1269,11 +1269,21 @@ _sq_frame_running(struct sq_queue_s *q)
 	return NULL;
 }
 
+/* The main queue belongs to the main thread: code there runs on it in
+ * every assertion's sense, inside main-queue work or not (top-level code,
+ * the start of an async main), as in libdispatch, where the main thread
+ * holds the main queue's drain lock for good. */
+static inline bool
+_sq_main_thread_owns(struct sq_queue_s *q)
+{
+	return q == &_sq_main_queue && _sq_is_main_thread();
+}
+
 void
 sq_assert_queue(sq_queue_t queue)
 {
 	_sq_queue_validate("sq_assert_queue", queue);
-	if (_sq_frame_running(queue) == NULL)
+	if (_sq_frame_running(queue) == NULL && !_sq_main_thread_owns(queue))
 		_sq_client_crash("sq_assert_queue", "not running on queue "
 				"'%s'", _sq_object_label(queue));
 }
@@ -1282,6 +1292,8 @@ void
 sq_assert_queue_barrier(sq_queue_t queue)
 {
 	_sq_queue_validate("sq_assert_queue_barrier", queue);
+	if (_sq_main_thread_owns(queue))
+		return; /* serial: running on it is running alone */
 	struct sq_frame_s *f = _sq_frame_find(queue);
 	if (f == NULL || !f->exclusive)
 		_sq_client_crash("sq_assert_queue_barrier", "not running "
@@ -1292,7 +1304,7 @@ void
 sq_assert_queue_not(sq_queue_t queue)
 {
 	_sq_queue_validate("sq_assert_queue_not", queue);
-	if (_sq_frame_running(queue) != NULL)
+	if (_sq_frame_running(queue) != NULL || _sq_main_thread_owns(queue))
 		_sq_client_crash("sq_assert_queue_not", "running on queue "
 				"'%s'", _sq_object_label(queue));
 }

@@ -428,9 +428,42 @@ assert_barrier_not_barrier(void *unused)
 	pause();
 }
 
+/* The main thread owns the main queue: sq_assert_queue_not fails there
+ * even outside main-queue work. */
+static void
+assert_not_main_on_main_thread(void *unused)
+{
+	child_start();
+	sq_assert_queue_not(sq_get_main_queue());
+	_exit(0);
+}
+
+static void
+assert_main_self(void *unused)
+{
+	sq_assert_queue(sq_get_main_queue());
+}
+
+/* A worker does not. */
+static void
+assert_main_on_worker(void *unused)
+{
+	child_start();
+	sq_async_f(sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0), NULL,
+			assert_main_self);
+	pause();
+}
+
 static void
 test_asserts(void)
 {
+	/* On the main thread, outside any task: on the main queue. */
+	sq_assert_queue(sq_get_main_queue());
+	sq_assert_queue_barrier(sq_get_main_queue());
+	CHECK_CRASH(assert_not_main_on_main_thread, NULL,
+			"SwiftQueues: sq_assert_queue_not");
+	CHECK_CRASH(assert_main_on_worker, NULL,
+			"SwiftQueues: sq_assert_queue");
 	CHECK_CRASH(assert_outside, NULL, "SwiftQueues: sq_assert_queue");
 	CHECK_CRASH(assert_outside, NULL, "'com.example.asserted'");
 	CHECK_CRASH(assert_on_other, NULL, "SwiftQueues: sq_assert_queue");

@@ -22,6 +22,9 @@ private func onMainQueue() -> Bool { WorkQueue.currentLabel == WorkQueue.main.la
 
 @main struct ExecutorAsyncMain {
     @MainActor static func main() async {
+        // The main thread is on the main queue even outside its work (as
+        // with libdispatch): this stops the process if not.
+        WorkQueue.precondition(.onQueue(.main))
         if getenv("SWIFTQUEUES_GLOBAL_EXECUTOR") == nil {
             require(!WorkQueue.installAsGlobalExecutor(), "install from async main returned true")
             await withTaskGroup(of: Void.self) { group in
@@ -44,6 +47,7 @@ private func onMainQueue() -> Bool { WorkQueue.currentLabel == WorkQueue.main.la
         require(label == WorkQueue.global(.default).label, "detached task ran on '\(label)'")
         try? await Task.sleep(for: .milliseconds(2))
         require(onMainQueue(), "resumed off the main queue after sleep")
+        WorkQueue.precondition(.onQueue(.main))
         print("async-main: main drained WorkQueue.main; MainActor isolated there")
     }
 }

@@ -149,7 +149,9 @@ void *SQ_NULLABLE
 sq_get_specific(const void *key);
 
 /*! Stops the process unless the calling thread runs a task of `queue`
- * (directly or through a queue that targets it). */
+ * (directly or through a queue that targets it). The main thread always
+ * counts as running on the main queue, inside its tasks or not, as with
+ * libdispatch (so sq_assert_queue_not(main queue) fails there). */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_assert_queue(sq_queue_t queue);
