@@ -659,6 +659,10 @@ import Musl
             procSleep(1)
         }
         #expect(deaths.count.load(ordering: .relaxed) >= floor)
+        // Every one accounted for (main() signals before its runner's
+        // bookkeeping): only the blocker is left in the queue's list.
+        let accounted = procWaitUntil { queue.procedures.count == 1 }
+        #expect(accounted)
         #expect(deaths.count.load(ordering: .relaxed) < count)  // some wait for an add
         // The next add drops the rest on the adding thread.
         queue.addBlock {}
