@@ -2,10 +2,10 @@
  * SwiftQueues — intrusive LIFO and FIFO on liburcu's lfstack and wfcqueue.
  *
  * liburcu's structures are used through its shared library (no _LGPL_SOURCE,
- * see docs/ARCHITECTURE.md), so only its non-blocking calls are used on the consumer
- * side: the blocking ones sleep 10 ms when they meet a producer preempted
- * between its exchange and its link store (ANCHORS.md §5.5). We spin and
- * yield instead.
+ * see docs/ARCHITECTURE.md), so only its non-blocking calls are used on the
+ * consumer side: the blocking ones sleep 10 ms when they meet a producer
+ * preempted between its exchange and its link store (liburcu's wfcqueue
+ * waits with poll(NULL, 0, 10) there). We spin and yield instead.
  */
 #include "internal.h"
 
