@@ -409,12 +409,20 @@ _sq_ontime_run(void *unused)
 
 static void _sq_after_fire(struct sq_timer_s *t, uint64_t now, bool early);
 
-/* A one-shot after with less leeway than the spin margin. */
+/* A timer the on-time list serves: on its clock (monotonic), with less
+ * leeway than the spin margin. */
+static inline bool
+_sq_timer_is_precise(const struct sq_timer_s *t)
+{
+	return t->clock == SQ_CLOCK_MONOTONIC &&
+			t->latest - t->deadline < SQ_TIMER_SPIN_NS;
+}
+
+/* The same, for a one-shot after. */
 static inline bool
 _sq_timer_is_precise_after(const struct sq_timer_s *t)
 {
-	return t->fire == _sq_after_fire &&
-			t->latest - t->deadline < SQ_TIMER_SPIN_NS;
+	return t->fire == _sq_after_fire && _sq_timer_is_precise(t);
 }
 
 /* Whether the wake-up at `wake` needs precision: some timer due by it has
@@ -713,9 +721,8 @@ static void
 _sq_after_fire(struct sq_timer_s *t, uint64_t now, bool early)
 {
 	struct sq_after_s *a = caa_container_of(t, struct sq_after_s, timer);
-	/* (The list is on the monotonic clock: so is every early firing.) */
-	if (early || (t->clock == SQ_CLOCK_MONOTONIC &&
-			t->latest - t->deadline < SQ_TIMER_SPIN_NS)) {
+	/* (Every early firing is on the monotonic clock, the list's.) */
+	if (early || _sq_timer_is_precise(t)) {
 		a->ontime.due = now;
 		a->ontime.run = _sq_after_on_time;
 		_sq_ontime_post(&a->ontime);

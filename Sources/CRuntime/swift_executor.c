@@ -260,7 +260,7 @@ _sq_hook_enqueue_delay(unsigned long long delay, void *job, sq_delay_orig_t o)
 	(void)o;
 	sq_time_t when = delay > INT64_MAX ? SQ_TIME_FOREVER
 			: sq_time(SQ_TIME_NOW, (int64_t)delay);
-	sq_after_leeway_f(when, 0, _sq_swift_root_for(job), job,
+	sq_after_f(when, _sq_swift_root_for(job), job,
 			sq_swift_job_run_generic);
 }
 

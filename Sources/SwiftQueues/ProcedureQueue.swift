@@ -93,8 +93,10 @@ struct ProcedureQueueState {
     /// Later segments, each closed by a barrier (the last may be open).
     var later: [ProcedureBarrierSegment] = []
     /// Finished procedures whose list reference is not dropped yet, linked
-    /// through `queueNext` (see `bury`), and how many.
+    /// through `queueNext` (see `bury`): the newest, the oldest (the last
+    /// link), and how many.
     var graveHead: Unmanaged<Procedure>?
+    var graveTail: Unmanaged<Procedure>?
     var graveCount = 0
 }
 
@@ -792,8 +794,10 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
     @inline(__always)
     private func bury(_ procedure: Procedure, post: inout ProcedureQueuePostLock) {
         let s = state
+        let node = Unmanaged.passUnretained(procedure)
         procedure.queueNext.store(s.pointee.graveHead, ordering: .relaxed)
-        s.pointee.graveHead = Unmanaged.passUnretained(procedure)
+        if s.pointee.graveHead == nil { s.pointee.graveTail = node }
+        s.pointee.graveHead = node
         s.pointee.graveCount += 1
         if s.pointee.graveCount >= Self.graveLimit || s.pointee.outstanding == 0 {
             takeGraveyard(&post)
@@ -806,16 +810,12 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
     private func takeGraveyard(_ post: inout ProcedureQueuePostLock) {
         let s = state
         guard let head = s.pointee.graveHead else { return }
-        if let taken = post.release {
-            // Append what `post` already holds behind the new ones.
-            var last = head
-            while let next = last.takeUnretainedValue().queueNext.load(ordering: .relaxed) {
-                last = next
-            }
-            last.takeUnretainedValue().queueNext.store(taken, ordering: .relaxed)
-        }
+        // What `post` already holds goes behind the graveyard's oldest.
+        s.pointee.graveTail.unsafelyUnwrapped.takeUnretainedValue()
+            .queueNext.store(post.release, ordering: .relaxed)
         post.release = head
         s.pointee.graveHead = nil
+        s.pointee.graveTail = nil
         s.pointee.graveCount = 0
     }
 
