@@ -13,8 +13,8 @@
  * - A worker looks: its ring, then the root queues (by priority, with aging
  *   so LOW and BACKGROUND are never starved; every 61st look starts with
  *   the roots for fairness), then the other workers' rings; then it parks.
- * - Parking is a futex per worker; idle workers form a LIFO stack, so the
- *   most recently active (cache-warm) one is woken first. A submission wakes
+ * - Parking is a futex per worker; idle workers form a list, and a wake-up
+ *   takes the one idle longest (see "Idle list"). A submission wakes
  *   a worker only when nobody is searching, and at most one idle worker spins
  *   before sleeping: a burst wakes one thread, which wakes the next only if
  *   it finds work to spare.
@@ -58,7 +58,7 @@
 /* Monitor ticks without any worker progress, while work waits, a worker is
  * idle and none searches, after which the safety net wakes one (see
  * _sq_monitor_main): 50 ms. Not less: a worker between pushing itself on
- * the idle stack and its last look at the queues counts as idle, and a
+ * the idle list and its last look at the queues counts as idle, and a
  * loaded machine can leave it descheduled for milliseconds. */
 #define SQ_STALL_TICKS 25
 /* The same while a worker counts as searching (it may be woken but not yet
@@ -69,10 +69,12 @@
 /* After a kick whose saturation has passed, the monitor naps this long
  * before deciding to sleep until the next kick; kicked again during the
  * nap (bursts that saturate the pool for moments), it naps twice as long
- * each time up to the maximum, and back to the minimum once a look finds
- * work waiting. A nap delays only the first look at a new saturation. */
+ * each time up to the maximum, and back to the minimum once work has
+ * waited through a tick. A nap delays only the first look at a new
+ * saturation; each nap's wake-up costs about 20 us of CPU on a VM, which
+ * is why the maximum is not lower. */
 #define SQ_MONITOR_NAP_NS (5 * NSEC_PER_MSEC)
-#define SQ_MONITOR_NAP_MAX_NS (20 * NSEC_PER_MSEC)
+#define SQ_MONITOR_NAP_MAX_NS (50 * NSEC_PER_MSEC)
 #define SQ_BACKGROUND_NICE 10
 
 /* Ring entries carry the root index of the job in their low bits. */
@@ -95,7 +97,7 @@ struct sq_worker_s {
 	uint32_t parked;     /* futex word: 1 while parked */
 	bool searching;      /* counted in _sq_pool.searching */
 	bool niced;
-	bool on_idle_stack;  /* under the idle lock */
+	bool on_idle_list;   /* under the idle lock */
 	int root;            /* root index of the job being run */
 	uint32_t tick;
 	uint64_t parked_at;  /* when it last parked (monotonic ns) */
@@ -103,7 +105,8 @@ struct sq_worker_s {
 	uint64_t jobs;       /* jobs started; read by the monitor */
 	pid_t tid;
 	char name[16];       /* the thread's current name */
-	struct sq_worker_s *next_idle;
+	struct sq_worker_s *next_idle; /* the idle list, under the idle lock */
+	struct sq_worker_s *prev_idle;
 	/* The next-job slot (see "Next-job slot" below). */
 	uintptr_t next;      /* a ring-style entry or 0; owner puts, anyone takes */
 	uint32_t next_streak; /* owner only: slot jobs run in a row */
@@ -128,7 +131,8 @@ static struct {
 	uint32_t pop_counter;
 	sq_spinlock_t spawn_lock;
 	sq_spinlock_t idle_lock;
-	struct sq_worker_s *idle;
+	struct sq_worker_s *idle;        /* the idle list: most recent first */
+	struct sq_worker_s *idle_oldest; /* and its other end */
 	pthread_attr_t thread_attr;
 	/* The monitor: started with the pool; sleeps on `kick` while no work
 	 * waits. */
@@ -373,46 +377,75 @@ _sq_pool_has_work(void)
 	return false;
 }
 
-/* ---- Idle stack, waking, spawning ------------------------------------ */
+/* ---- Idle list, waking, spawning ------------------------------------- */
 
+/*
+ * Idle workers form a list in parking order. A wake-up takes the worker
+ * that has been idle longest while the pool is at most its width, and the
+ * most recent one while it has extra workers (left by blocking
+ * compensation), so that the others stay idle until they retire.
+ *
+ * Why the longest idle: the worker that parked last is usually the one
+ * that finished a burst's last job and woke the burst's submitter on its
+ * own CPU. The kernel places it on that CPU again, where (just preempted
+ * there, or having run little) it preempts the submitter before the
+ * submitter has queued the rest of its burst; the burst then runs on two
+ * CPUs with a migration and an extra wake-up. The longest idle one, like
+ * a waiter on libdispatch's semaphore, runs when the submitter blocks.
+ */
 static void
 _sq_idle_push(struct sq_worker_s *w)
 {
 	sq_spinlock_lock(&_sq_pool.idle_lock);
+	w->prev_idle = NULL;
 	w->next_idle = _sq_pool.idle;
+	if (_sq_pool.idle)
+		_sq_pool.idle->prev_idle = w;
+	else
+		_sq_pool.idle_oldest = w;
 	_sq_pool.idle = w;
-	w->on_idle_stack = true;
+	w->on_idle_list = true;
 	__atomic_add_fetch(&_sq_pool.nidle, 1, __ATOMIC_SEQ_CST);
 	sq_spinlock_unlock(&_sq_pool.idle_lock);
+}
+
+/* Unlinks w; under the idle lock. */
+static void
+_sq_idle_unlink(struct sq_worker_s *w)
+{
+	if (w->prev_idle)
+		w->prev_idle->next_idle = w->next_idle;
+	else
+		_sq_pool.idle = w->next_idle;
+	if (w->next_idle)
+		w->next_idle->prev_idle = w->prev_idle;
+	else
+		_sq_pool.idle_oldest = w->prev_idle;
+	w->on_idle_list = false;
+	__atomic_sub_fetch(&_sq_pool.nidle, 1, __ATOMIC_SEQ_CST);
 }
 
 static struct sq_worker_s *
 _sq_idle_pop(void)
 {
 	sq_spinlock_lock(&_sq_pool.idle_lock);
-	struct sq_worker_s *w = _sq_pool.idle;
-	if (w) {
-		_sq_pool.idle = w->next_idle;
-		w->on_idle_stack = false;
-		__atomic_sub_fetch(&_sq_pool.nidle, 1, __ATOMIC_SEQ_CST);
-	}
+	struct sq_worker_s *w = __atomic_load_n(&_sq_pool.live,
+			__ATOMIC_RELAXED) > _sq_pool.width ? _sq_pool.idle
+			: _sq_pool.idle_oldest;
+	if (w)
+		_sq_idle_unlink(w);
 	sq_spinlock_unlock(&_sq_pool.idle_lock);
 	return w;
 }
 
-/* Takes w off the idle stack if it is still there. */
+/* Takes w off the idle list if it is still there. */
 static bool
 _sq_idle_remove(struct sq_worker_s *w)
 {
 	bool removed = false;
 	sq_spinlock_lock(&_sq_pool.idle_lock);
-	if (w->on_idle_stack) {
-		struct sq_worker_s **link = &_sq_pool.idle;
-		while (*link != w)
-			link = &(*link)->next_idle;
-		*link = w->next_idle;
-		w->on_idle_stack = false;
-		__atomic_sub_fetch(&_sq_pool.nidle, 1, __ATOMIC_SEQ_CST);
+	if (w->on_idle_list) {
+		_sq_idle_unlink(w);
 		removed = true;
 	}
 	sq_spinlock_unlock(&_sq_pool.idle_lock);
@@ -480,7 +513,7 @@ _sq_pool_spawn(void)
 	return true;
 }
 
-/* Wakes w, popped off the idle stack, as a searcher. */
+/* Wakes w, popped off the idle list, as a searcher. */
 static void
 _sq_worker_wake(struct sq_worker_s *w)
 {
@@ -528,7 +561,7 @@ _sq_pool_notify(void)
 			&& _sq_pool_spawn())
 		return;
 	/* No worker is idle: every live one is running a job and looks
-	 * again when it returns (a worker on its way to the idle stack
+	 * again when it returns (a worker on its way to the idle list
 	 * re-checks the queues after pushing itself, see _sq_worker_park). */
 	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
 	/* Let the monitor judge whether the busy ones are blocked. */
@@ -854,7 +887,7 @@ _sq_spin_budget_grow(void)
 /*
  * Called when w found no work. Returns true when w must look again, and
  * then w is always a searcher (counted in `searching`); false when w has
- * retired (it left `live` and the idle stack).
+ * retired (it left `live` and the idle list).
  */
 static bool
 _sq_worker_park(struct sq_worker_s *w)
@@ -948,7 +981,7 @@ _sq_worker_park(struct sq_worker_s *w)
 		if (!_sq_idle_remove(w))
 			continue; /* being woken: wait for it */
 		SQ_CHAOS_POINT();
-		/* Off the idle stack: a submitter meanwhile may have found
+		/* Off the idle list: a submitter meanwhile may have found
 		 * nobody to wake. Leave only if `live` still says we are an
 		 * extra worker, and then pass on any work we can see. */
 		if (__atomic_compare_exchange_n(&_sq_pool.live, &live,
@@ -1120,7 +1153,6 @@ _sq_monitor_main(void *unused)
 					__ATOMIC_SEQ_CST);
 			continue;
 		}
-		nap_ns = SQ_MONITOR_NAP_NS;
 		struct timespec tick = { 0, (long)SQ_MONITOR_INTERVAL_NS };
 		nanosleep(&tick, NULL);
 
@@ -1129,6 +1161,10 @@ _sq_monitor_main(void *unused)
 			stalled_ticks = 0;
 			continue;
 		}
+		/* Work has waited a tick: the next saturation after this one
+		 * gets a short nap again. (Work seen by one look only, a
+		 * burst in progress, leaves the nap as long as it was.) */
+		nap_ns = SQ_MONITOR_NAP_NS;
 		/* Safety net (SQ_MONITOR_NET=0 turns it off): work waits, a
 		 * worker is idle, and no worker started a job for a few
 		 * ticks. The wake-up protocol never leaves that state

@@ -3,23 +3,33 @@
  *
  * Two words:
  *   value    units available; when negative, minus the number of threads
- *            that are (or are about to be) asleep waiting for a unit.
- *   wakeups  units handed to sleepers by sq_semaphore_signal and not yet
- *            picked up. The 32-bit futex word the sleepers wait on.
+ *            that are (or are about to be) waiting for a unit.
+ *   word     the futex word: its low 16 bits count the units handed to
+ *            waiters by sq_semaphore_signal and not yet picked up (wake-up
+ *            tokens), its high 16 bits the waiters asleep on it (or about
+ *            to sleep). At most 65,535 threads wait on one semaphore at once.
  *
  * Uncontended wait and signal are one atomic add each on `value` and make
- * no system call. A waiter that finds no unit sleeps until it can take one
- * of `wakeups`; a signal that finds sleepers adds one to `wakeups` and
- * wakes one thread. Wake-up tokens are anonymous: whichever sleeper takes
- * one owns the unit.
+ * no system call. A waiter that finds no unit takes one of the tokens; a
+ * signal that finds waiters adds a token, and wakes one thread only if the
+ * word says one sleeps. Tokens are anonymous: whichever waiter takes one
+ * owns the unit.
+ *
+ * Spinning: before it sleeps, a waiter polls the word for a while (an
+ * adaptive budget per semaphore, 0 to 20 us: it doubles when a spin or a
+ * short sleep ends with a token, halves when a spin finds none). In a
+ * hand-off between two threads on two CPUs, a token usually arrives within
+ * a few microseconds; catching it spinning saves the waiter's sleep and
+ * wake-up and the signaller's system call. Waits that last longer bring
+ * the budget to 0 after a few tries. No spinning on a single CPU.
  *
  * Timeouts: a waiter whose deadline passes withdraws its claim by adding
  * one back to `value`, but only while `value` is still negative. If it is
  * not, a signal has already counted this waiter as served and its token is
- * on its way (or already in `wakeups`): the waiter then waits for it
+ * on its way (or already in the word): the waiter then waits for it
  * without a deadline and returns success. So a signal racing a timeout
  * never loses or duplicates a unit. The invariant, between operations:
- *   threads inside the slow path == wakeups + max(0, -value)
+ *   threads inside the slow path == tokens + max(0, -value)
  *
  * libdispatch sleeps on a POSIX sem_t with a CLOCK_REALTIME deadline; here
  * the futex takes the deadline on the clock the sq_time_t names, so a
@@ -27,10 +37,19 @@
  */
 #include "internal.h"
 
+#include <sys/sysinfo.h>
+
+#define SQ_SEM_TOKEN 1u
+#define SQ_SEM_TOKENS_MASK 0xffffu
+#define SQ_SEM_SLEEPER (1u << 16)
+#define SQ_SEM_SPIN_MAX_NS (20 * NSEC_PER_USEC)
+#define SQ_SEM_SPIN_MIN_NS (2 * NSEC_PER_USEC)
+
 struct sq_semaphore_s {
 	struct sq_object_s object;
 	intptr_t value;
-	uint32_t wakeups;
+	uint32_t word;
+	uint32_t spin_ns;    /* the adaptive spin budget (relaxed: a hint) */
 	intptr_t created_value;
 };
 
@@ -49,10 +68,11 @@ _sq_semaphore_last_external_release(struct sq_object_s *object)
 	 * still (wrongly) inside wait race with us, which is what we
 	 * report. */
 	intptr_t value = __atomic_load_n(&s->value, __ATOMIC_RELAXED);
-	uint32_t wakeups = __atomic_load_n(&s->wakeups, __ATOMIC_RELAXED);
-	if (SQ_LIKELY(value >= s->created_value && wakeups == 0))
+	uint32_t tokens = __atomic_load_n(&s->word, __ATOMIC_RELAXED) &
+			SQ_SEM_TOKENS_MASK;
+	if (SQ_LIKELY(value >= s->created_value && tokens == 0))
 		return;
-	intptr_t waiting = (intptr_t)wakeups + (value < 0 ? -value : 0);
+	intptr_t waiting = (intptr_t)tokens + (value < 0 ? -value : 0);
 	_sq_client_crash("sq_release", "semaphore destroyed while in use "
 			"(value %ld, created with %ld, %ld thread(s) waiting)",
 			(long)value, (long)s->created_value, (long)waiting);
@@ -75,36 +95,114 @@ sq_semaphore_create(intptr_t value)
 			sizeof(*s));
 	s->value = value;
 	s->created_value = value;
+	s->spin_ns = SQ_SEM_SPIN_MIN_NS;
 	return s;
 }
 
 /* Takes one wake-up token if there is one. */
 static inline bool
-_sq_semaphore_take_wakeup(struct sq_semaphore_s *s)
+_sq_semaphore_take_token(struct sq_semaphore_s *s)
 {
 	/* Relaxed load: only a hint for the CAS below. */
-	uint32_t w = __atomic_load_n(&s->wakeups, __ATOMIC_RELAXED);
-	while (w > 0) {
+	uint32_t w = __atomic_load_n(&s->word, __ATOMIC_RELAXED);
+	while ((w & SQ_SEM_TOKENS_MASK) != 0) {
 		/* Acquire: pairs with the release add in signal, so the
 		 * signaller's writes are visible to the new unit owner. */
-		if (__atomic_compare_exchange_n(&s->wakeups, &w, w - 1, true,
-				__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		if (__atomic_compare_exchange_n(&s->word, &w, w - SQ_SEM_TOKEN,
+				true, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			return true;
 	}
 	return false;
 }
 
+static void
+_sq_semaphore_spin_grow(struct sq_semaphore_s *s)
+{
+	uint32_t b = __atomic_load_n(&s->spin_ns, __ATOMIC_RELAXED);
+	b = b < SQ_SEM_SPIN_MIN_NS ? SQ_SEM_SPIN_MIN_NS : b * 2;
+	__atomic_store_n(&s->spin_ns, b > SQ_SEM_SPIN_MAX_NS
+			? SQ_SEM_SPIN_MAX_NS : b, __ATOMIC_RELAXED);
+}
+
+/* Whether spinning can help: another CPU may be signalling meanwhile. */
+static bool
+_sq_semaphore_may_spin(void)
+{
+	static int cpus; /* 0 until known; racy first reads compute it again */
+	int n = __atomic_load_n(&cpus, __ATOMIC_RELAXED);
+	if (SQ_UNLIKELY(n == 0)) {
+		n = get_nprocs();
+		__atomic_store_n(&cpus, n > 0 ? n : 1, __ATOMIC_RELAXED);
+	}
+	return n > 1;
+}
+
+/* Polls for a token for the adaptive budget (never past a monotonic
+ * deadline). Returns true with a token taken. */
+static bool
+_sq_semaphore_spin(struct sq_semaphore_s *s, sq_time_t deadline)
+{
+	uint32_t budget = __atomic_load_n(&s->spin_ns, __ATOMIC_RELAXED);
+	if (budget == 0 || !_sq_semaphore_may_spin())
+		return false;
+	uint64_t start = _sq_monotonic_ns(), end = start + budget;
+	if (!(deadline & SQ_TIME_WALL_FLAG) && deadline < end)
+		end = deadline; /* FOREVER is UINT64_MAX: never below */
+	for (uint64_t now = start; now < end; now = _sq_monotonic_ns()) {
+		if (_sq_semaphore_take_token(s)) {
+			_sq_semaphore_spin_grow(s);
+			return true;
+		}
+		for (int i = 0; i < 16; i++)
+			_sq_cpu_relax();
+	}
+	if (_sq_semaphore_take_token(s)) {
+		_sq_semaphore_spin_grow(s);
+		return true;
+	}
+	__atomic_store_n(&s->spin_ns, budget / 2 < SQ_SEM_SPIN_MIN_NS ? 0
+			: budget / 2, __ATOMIC_RELAXED);
+	return false;
+}
+
+/* Sleeps until the word changes or the deadline passes (ETIMEDOUT), as
+ * a counted sleeper unless a token is already there. */
+static int
+_sq_semaphore_sleep(struct sq_semaphore_s *s, sq_time_t deadline)
+{
+	uint32_t w = __atomic_load_n(&s->word, __ATOMIC_RELAXED);
+	if ((w & SQ_SEM_TOKENS_MASK) != 0)
+		return 0;
+	/* Seq-cst: counted before the kernel's look at the word. A signal
+	 * adds its token before it reads the word's sleepers, so either it
+	 * sees us counted and wakes us, or the futex wait sees its token and
+	 * returns at once. */
+	if (!__atomic_compare_exchange_n(&s->word, &w, w + SQ_SEM_SLEEPER,
+			false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return 0; /* the word moved: look again */
+	uint64_t slept_at = _sq_monotonic_ns();
+	int r = _sq_futex_wait_until(&s->word, w + SQ_SEM_SLEEPER, deadline);
+	__atomic_sub_fetch(&s->word, SQ_SEM_SLEEPER, __ATOMIC_RELAXED);
+	/* A token within the spin maximum: a spin would have caught it. */
+	if (r == 0 && _sq_monotonic_ns() - slept_at < SQ_SEM_SPIN_MAX_NS)
+		_sq_semaphore_spin_grow(s);
+	return r;
+}
+
 SQ_NOINLINE static intptr_t
 _sq_semaphore_wait_slow(struct sq_semaphore_s *s, sq_time_t deadline)
 {
+	if (deadline != SQ_TIME_NOW && deadline != SQ_WALLTIME_NOW &&
+			_sq_semaphore_spin(s, deadline))
+		return 0;
 	for (;;) {
-		if (_sq_semaphore_take_wakeup(s))
+		if (_sq_semaphore_take_token(s))
 			return 0;
-		if (_sq_futex_wait_until(&s->wakeups, 0, deadline) != ETIMEDOUT)
+		if (_sq_semaphore_sleep(s, deadline) != ETIMEDOUT)
 			continue; /* woken, changed, spurious: re-check */
 		/* Timed out (never for FOREVER). A token may have arrived
 		 * right at the deadline: prefer it. */
-		if (_sq_semaphore_take_wakeup(s))
+		if (_sq_semaphore_take_token(s))
 			return 0;
 		/* Withdraw our claim while no signal has counted us yet.
 		 * Relaxed: giving a claim back publishes nothing; the CAS
@@ -143,12 +241,17 @@ sq_semaphore_signal(sq_semaphore_t semaphore)
 	intptr_t old = __atomic_fetch_add(&s->value, 1, __ATOMIC_RELEASE);
 	if (SQ_LIKELY(old >= 0))
 		return 0;
-	/* A thread waits (or is about to): hand it the unit. Release: the
-	 * acquire CAS in _sq_semaphore_take_wakeup sees our writes. */
-	__atomic_fetch_add(&s->wakeups, 1, __ATOMIC_RELEASE);
-	/* The waiter may take the token, return and free the semaphore
-	 * before this call: a private FUTEX_WAKE never touches the memory,
-	 * and at worst wakes someone spuriously. */
-	_sq_futex_wake(&s->wakeups, 1);
+	/* A thread waits (or is about to): hand it the unit. Seq-cst: the
+	 * release for the acquire CAS in _sq_semaphore_take_token, and
+	 * before the look at the sleepers (see _sq_semaphore_sleep). The
+	 * add returns the word, so nothing here reads the semaphore after
+	 * publishing the token: a waiter may take it, return and free the
+	 * semaphore at once. */
+	uint32_t old_word = __atomic_fetch_add(&s->word, SQ_SEM_TOKEN,
+			__ATOMIC_SEQ_CST);
+	/* A private FUTEX_WAKE never touches the memory, and at worst
+	 * wakes someone spuriously. A spinning waiter needs no wake-up. */
+	if (old_word >= SQ_SEM_SLEEPER)
+		_sq_futex_wake(&s->word, 1);
 	return 1;
 }

@@ -20,7 +20,7 @@ typedef struct sq_pool_stats_s {
 	uint32_t width;          /* workers kept: usable CPUs, or SQ_WORKERS */
 	uint32_t max_threads;    /* the thread cap: SQ_MAX_THREADS (64) */
 	uint32_t live;           /* worker threads alive now */
-	uint32_t idle;           /* workers parked on the idle stack now */
+	uint32_t idle;           /* workers parked on the idle list now */
 	uint32_t searching;      /* workers looking for work now */
 	uint64_t jobs;           /* jobs started by live workers so far */
 	uint64_t wakeups;        /* idle workers woken by submissions */
