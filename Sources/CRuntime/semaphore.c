@@ -37,6 +37,7 @@
  */
 #include "internal.h"
 
+#include <sched.h>
 #include <sys/sysinfo.h>
 
 #define SQ_SEM_TOKEN 1u
@@ -131,7 +132,9 @@ _sq_semaphore_may_spin(void)
 	static int cpus; /* 0 until known; racy first reads compute it again */
 	int n = __atomic_load_n(&cpus, __ATOMIC_RELAXED);
 	if (SQ_UNLIKELY(n == 0)) {
-		n = get_nprocs();
+		cpu_set_t set;
+		n = sched_getaffinity(0, sizeof(set), &set) == 0
+				? CPU_COUNT(&set) : get_nprocs();
 		__atomic_store_n(&cpus, n > 0 ? n : 1, __ATOMIC_RELAXED);
 	}
 	return n > 1;
