@@ -165,6 +165,32 @@ _sq_wall_ns(void)
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * Adaptive spin budgets (the pool's idle spin, semaphore waits), in ns:
+ * doubled, from `min` up to `max`, when spinning paid or would have (work
+ * came soon after a sleep began); halved when a spin found nothing, and 0
+ * (no spin) below `min`. Relaxed: a budget is a hint, racing updates only
+ * blur it.
+ */
+SQ_INLINE void
+_sq_spin_budget_grow(uint32_t *budget, uint32_t min, uint32_t max)
+{
+	uint32_t b = __atomic_load_n(budget, __ATOMIC_RELAXED);
+	b = b < min ? min : b * 2;
+	__atomic_store_n(budget, b > max ? max : b, __ATOMIC_RELAXED);
+}
+
+SQ_INLINE void
+_sq_spin_budget_shrink(uint32_t *budget, uint32_t spent, uint32_t min)
+{
+	__atomic_store_n(budget, spent / 2 < min ? 0 : spent / 2,
+			__ATOMIC_RELAXED);
+}
+
+/* The CPUs this process may use (affinity, cgroup quota), computed on the
+ * first call (pool.c). */
+SQ_INTERNAL int _sq_usable_cpus(void);
+
 /* fork() child resets (fork.c calls them; each in its own file): the
  * worker pool, the I/O thread pool and open-file slots, the main queue's
  * eventfd. */

@@ -191,7 +191,7 @@ _sq_cgroup_cpus(void)
 }
 
 static int
-_sq_usable_cpus(void)
+_sq_count_usable_cpus(void)
 {
 	int cpus = 0;
 	cpu_set_t set;
@@ -203,6 +203,18 @@ _sq_usable_cpus(void)
 	if (quota > 0 && quota < cpus)
 		cpus = quota;
 	return cpus > 0 ? cpus : 1;
+}
+
+int
+_sq_usable_cpus(void)
+{
+	static int cpus; /* 0 until known; racing first calls agree */
+	int n = __atomic_load_n(&cpus, __ATOMIC_RELAXED);
+	if (SQ_UNLIKELY(n == 0)) {
+		n = _sq_count_usable_cpus();
+		__atomic_store_n(&cpus, n, __ATOMIC_RELAXED);
+	}
+	return n;
 }
 
 static int
@@ -875,13 +887,9 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root)
 
 /* Work came soon after a worker went idle: spin longer next time. */
 static void
-_sq_spin_budget_grow(void)
+_sq_pool_spin_grow(void)
 {
-	uint32_t b = __atomic_load_n(&_sq_pool.spin_ns, __ATOMIC_RELAXED);
-	b = b < SQ_SPIN_MIN_NS ? SQ_SPIN_MIN_NS : b * 2;
-	if (b > SQ_SPIN_MAX_NS)
-		b = SQ_SPIN_MAX_NS;
-	__atomic_store_n(&_sq_pool.spin_ns, b, __ATOMIC_RELAXED);
+	_sq_spin_budget_grow(&_sq_pool.spin_ns, SQ_SPIN_MIN_NS, SQ_SPIN_MAX_NS);
 }
 
 /*
@@ -921,11 +929,11 @@ _sq_worker_park(struct sq_worker_s *w)
 		} while (_sq_monotonic_ns() - start < budget);
 		__atomic_store_n(&_sq_pool.spinning, 0, __ATOMIC_SEQ_CST);
 		if (found) {
-			_sq_spin_budget_grow();
+			_sq_pool_spin_grow();
 			return true; /* still a searcher */
 		}
-		__atomic_store_n(&_sq_pool.spin_ns, budget / 2 < SQ_SPIN_MIN_NS
-				? 0 : budget / 2, __ATOMIC_RELAXED);
+		_sq_spin_budget_shrink(&_sq_pool.spin_ns, budget,
+				SQ_SPIN_MIN_NS);
 	}
 	/* Not spinning, or the spin found nothing: leave the searchers. */
 	if (w->searching && _sq_worker_give_up_search(w))
@@ -970,7 +978,7 @@ _sq_worker_park(struct sq_worker_s *w)
 			/* Woken: the waker made us a searcher. */
 			w->woken_at = _sq_monotonic_ns();
 			if (w->woken_at - w->parked_at < SQ_SPIN_MAX_NS)
-				_sq_spin_budget_grow();
+				_sq_pool_spin_grow();
 			return true;
 		}
 		/* Idle for a while: retire if we are an extra worker and

@@ -37,9 +37,6 @@
  */
 #include "internal.h"
 
-#include <sched.h>
-#include <sys/sysinfo.h>
-
 #define SQ_SEM_TOKEN 1u
 #define SQ_SEM_TOKENS_MASK 0xffffu
 #define SQ_SEM_SLEEPER (1u << 16)
@@ -100,6 +97,13 @@ sq_semaphore_create(intptr_t value)
 	return s;
 }
 
+/* A wait with a deadline of now: it neither spins nor sleeps. */
+static inline bool
+_sq_semaphore_is_try(sq_time_t deadline)
+{
+	return deadline == SQ_TIME_NOW || deadline == SQ_WALLTIME_NOW;
+}
+
 /* Takes one wake-up token if there is one. */
 static inline bool
 _sq_semaphore_take_token(struct sq_semaphore_s *s)
@@ -119,52 +123,31 @@ _sq_semaphore_take_token(struct sq_semaphore_s *s)
 static void
 _sq_semaphore_spin_grow(struct sq_semaphore_s *s)
 {
-	uint32_t b = __atomic_load_n(&s->spin_ns, __ATOMIC_RELAXED);
-	b = b < SQ_SEM_SPIN_MIN_NS ? SQ_SEM_SPIN_MIN_NS : b * 2;
-	__atomic_store_n(&s->spin_ns, b > SQ_SEM_SPIN_MAX_NS
-			? SQ_SEM_SPIN_MAX_NS : b, __ATOMIC_RELAXED);
-}
-
-/* Whether spinning can help: another CPU may be signalling meanwhile. */
-static bool
-_sq_semaphore_may_spin(void)
-{
-	static int cpus; /* 0 until known; racy first reads compute it again */
-	int n = __atomic_load_n(&cpus, __ATOMIC_RELAXED);
-	if (SQ_UNLIKELY(n == 0)) {
-		cpu_set_t set;
-		n = sched_getaffinity(0, sizeof(set), &set) == 0
-				? CPU_COUNT(&set) : get_nprocs();
-		__atomic_store_n(&cpus, n > 0 ? n : 1, __ATOMIC_RELAXED);
-	}
-	return n > 1;
+	_sq_spin_budget_grow(&s->spin_ns, SQ_SEM_SPIN_MIN_NS,
+			SQ_SEM_SPIN_MAX_NS);
 }
 
 /* Polls for a token for the adaptive budget (never past a monotonic
- * deadline). Returns true with a token taken. */
+ * deadline), when another CPU may be signalling meanwhile. Returns true
+ * with a token taken. */
 static bool
 _sq_semaphore_spin(struct sq_semaphore_s *s, sq_time_t deadline)
 {
 	uint32_t budget = __atomic_load_n(&s->spin_ns, __ATOMIC_RELAXED);
-	if (budget == 0 || !_sq_semaphore_may_spin())
+	if (budget == 0 || _sq_usable_cpus() < 2)
 		return false;
-	uint64_t start = _sq_monotonic_ns(), end = start + budget;
+	uint64_t end = _sq_monotonic_ns() + budget;
 	if (!(deadline & SQ_TIME_WALL_FLAG) && deadline < end)
 		end = deadline; /* FOREVER is UINT64_MAX: never below */
-	for (uint64_t now = start; now < end; now = _sq_monotonic_ns()) {
+	do {
 		if (_sq_semaphore_take_token(s)) {
 			_sq_semaphore_spin_grow(s);
 			return true;
 		}
 		for (int i = 0; i < 16; i++)
 			_sq_cpu_relax();
-	}
-	if (_sq_semaphore_take_token(s)) {
-		_sq_semaphore_spin_grow(s);
-		return true;
-	}
-	__atomic_store_n(&s->spin_ns, budget / 2 < SQ_SEM_SPIN_MIN_NS ? 0
-			: budget / 2, __ATOMIC_RELAXED);
+	} while (_sq_monotonic_ns() < end);
+	_sq_spin_budget_shrink(&s->spin_ns, budget, SQ_SEM_SPIN_MIN_NS);
 	return false;
 }
 
@@ -173,6 +156,8 @@ _sq_semaphore_spin(struct sq_semaphore_s *s, sq_time_t deadline)
 static int
 _sq_semaphore_sleep(struct sq_semaphore_s *s, sq_time_t deadline)
 {
+	if (_sq_semaphore_is_try(deadline))
+		return ETIMEDOUT; /* no sleeper to count */
 	uint32_t w = __atomic_load_n(&s->word, __ATOMIC_RELAXED);
 	if ((w & SQ_SEM_TOKENS_MASK) != 0)
 		return 0;
@@ -195,8 +180,7 @@ _sq_semaphore_sleep(struct sq_semaphore_s *s, sq_time_t deadline)
 SQ_NOINLINE static intptr_t
 _sq_semaphore_wait_slow(struct sq_semaphore_s *s, sq_time_t deadline)
 {
-	if (deadline != SQ_TIME_NOW && deadline != SQ_WALLTIME_NOW &&
-			_sq_semaphore_spin(s, deadline))
+	if (!_sq_semaphore_is_try(deadline) && _sq_semaphore_spin(s, deadline))
 		return 0;
 	for (;;) {
 		if (_sq_semaphore_take_token(s))
