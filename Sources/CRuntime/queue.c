@@ -881,11 +881,24 @@ _sq_sync_check_deadlock(const char *call, struct sq_queue_s *q, bool barrier)
 	}
 }
 
+/*
+ * Takes an idle serial queue for the calling thread (ENQUEUED set by us).
+ * Idle means no drainer *and nothing queued*: a drainer that has just run
+ * the queue dry clears ENQUEUED before its second look, so a job queued in
+ * that window is on the queue with ENQUEUED clear. Taking the queue then
+ * would run the caller's work ahead of it (async A then sync B on one
+ * thread ran B first). Anything submitted before this call happened
+ * before this seq-cst look at the queue, so the look sees it; and the
+ * drainer's second look, or the submitter's wake-up, puts it on the
+ * target as usual.
+ */
 static bool
 _sq_serial_try_take(struct sq_queue_s *q)
 {
 	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_RELAXED);
 	if (s & (SQ_STATE_ENQUEUED | SQ_STATE_INACTIVE | SQ_STATE_SUSPEND_MASK))
+		return false;
+	if (!_sq_queue_is_empty(q))
 		return false;
 	/* Acquire: what the previous drainer wrote is visible to us. */
 	return __atomic_compare_exchange_n(&q->state, &s, s | SQ_STATE_ENQUEUED,
@@ -893,12 +906,14 @@ _sq_serial_try_take(struct sq_queue_s *q)
 }
 
 /* Enters a concurrent queue as one more running task, unless a barrier is
- * pending or it is stopped. running++ then look at barriers: the mirror of
- * a barrier's barriers++ then look at running. */
+ * pending, work is queued ahead of the caller (not yet forwarded: tasks
+ * start in FIFO order) or it is stopped. running++ then look at barriers:
+ * the mirror of a barrier's barriers++ then look at running. */
 static bool
 _sq_concurrent_try_enter(struct sq_queue_s *q)
 {
-	if (__atomic_load_n(&q->barriers, __ATOMIC_SEQ_CST) != 0)
+	if (__atomic_load_n(&q->barriers, __ATOMIC_SEQ_CST) != 0 ||
+			!_sq_queue_is_empty(q))
 		return false;
 	__atomic_add_fetch(&q->running, 1, __ATOMIC_SEQ_CST);
 	SQ_CHAOS_POINT();
