@@ -36,7 +36,9 @@ private func drain() {
         }
     }
     // The descriptor is readable while work waits, and not after draining.
-    var pfd = pollfd(fd: WorkQueue.mainQueueFileDescriptor, events: Int16(POLLIN), revents: 0)
+    // (Made now, after the work was queued: it starts readable.)
+    guard let fd = try? WorkQueue.mainQueueFileDescriptor else { fail("no descriptor") }
+    var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
     guard poll(&pfd, 1, 10_000) == 1 else { fail("fd not readable with work queued") }
     var total = 0
     while total < 100 { total += WorkQueue.drainMain() }
