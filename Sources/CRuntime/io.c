@@ -1324,7 +1324,7 @@ _sq_io_stream_read(struct sq_io_fd_s *e)
 				if (small)
 					buf = small;
 			}
-			sq_data_t d = sq_data_create(buf, (size_t)n, NULL,
+			sq_data_t d = sq_data_create_f(buf, (size_t)n, NULL,
 					SQ_DATA_DESTRUCTOR_FREE);
 			/* Amortised O(1): appends to pending's range list. */
 			sq_data_t all = sq_data_create_concat(op->pending, d);
@@ -1791,7 +1791,7 @@ _sq_io_file_result(void *ctx)
 	size_t moved = 0; /* writes */
 	if (op->kind == SQ_IO_OP_READ) {
 		if (n > 0) {
-			sq_data_t d = sq_data_create(op->chunk_buf, (size_t)n,
+			sq_data_t d = sq_data_create_f(op->chunk_buf, (size_t)n,
 					NULL, SQ_DATA_DESTRUCTOR_FREE);
 			sq_data_t all = sq_data_create_concat(op->pending, d);
 			sq_release(d);

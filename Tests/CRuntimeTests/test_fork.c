@@ -223,7 +223,7 @@ mode_io(void)
 	if (pipe(fds) != 0)
 		return 60;
 	sq_queue_t q = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
-	sq_data_t d = sq_data_create("hello fork", 10, NULL,
+	sq_data_t d = sq_data_create_f("hello fork", 10, NULL,
 			SQ_DATA_DESTRUCTOR_DEFAULT);
 	sq_write_f(fds[1], d, q, NULL, write_done);
 	if (!sqt_sem_wait_ms(&child_sem, 5000))

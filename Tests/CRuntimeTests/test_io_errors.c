@@ -30,7 +30,7 @@ test_closed_fd(void)
 	result_init(&r);
 	result_init(&w);
 	sq_io_read_f(ch, 0, SIZE_MAX, q, &r, on_io);
-	sq_data_t d = sq_data_create("abc", 3, NULL, NULL);
+	sq_data_t d = sq_data_create_f("abc", 3, NULL, NULL);
 	sq_io_write_f(ch, 0, d, q, &w, on_io);
 	CHECK(wait_result(&r));
 	CHECK(wait_result(&w));
@@ -83,7 +83,7 @@ test_epipe(bool use_pipe)
 	sq_io_t ch = sq_io_create_f(SQ_IO_STREAM, fds[1], q, &c, on_cleanup);
 	size_t size = 1 << 20;
 	char *buf = calloc(1, size);
-	sq_data_t d = sq_data_create(buf, size, NULL, SQ_DATA_DESTRUCTOR_FREE);
+	sq_data_t d = sq_data_create_f(buf, size, NULL, SQ_DATA_DESTRUCTOR_FREE);
 	struct result w;
 	result_init(&w);
 	sq_io_write_f(ch, 0, d, q, &w, on_io);
@@ -289,7 +289,7 @@ test_read_write(void)
 	char *buf = malloc(size);
 	for (size_t i = 0; i < size; i++)
 		buf[i] = (char)(i * 7);
-	sq_data_t d = sq_data_create(buf, size, NULL, SQ_DATA_DESTRUCTOR_FREE);
+	sq_data_t d = sq_data_create_f(buf, size, NULL, SQ_DATA_DESTRUCTOR_FREE);
 	sq_write_f(fds[1], d, q, &w, on_simple);
 	/* On a pipe, each sq_read ends with what is there when the pipe
 	 * would block (as libdispatch): read until all came. */
@@ -368,7 +368,7 @@ test_barrier(void)
 	struct result w[3];
 	for (int i = 0; i < 3; i++) {
 		result_init(&w[i]);
-		sq_data_t d = sq_data_create("0123456789", 10, NULL, NULL);
+		sq_data_t d = sq_data_create_f("0123456789", 10, NULL, NULL);
 		sq_io_write_f(ch, 0, d, q, &w[i], on_io);
 		sq_release(d);
 	}

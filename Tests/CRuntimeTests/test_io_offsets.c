@@ -53,7 +53,7 @@ static void
 check_write(sq_io_t ch, sq_queue_t q, off_t offset, int error)
 {
 	struct res r = { .sem = sq_semaphore_create(0) };
-	sq_data_t d = sq_data_create("0123456789", 10, NULL, NULL);
+	sq_data_t d = sq_data_create_f("0123456789", 10, NULL, NULL);
 	sq_io_write_f(ch, offset, d, q, &r, on_io);
 	sq_release(d);
 	CHECK(wait_res(&r));
