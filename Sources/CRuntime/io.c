@@ -815,5 +815,5 @@ _sq_io_atfork_child(void)
 	 * thread the child does not have: forget them (not freed). */
 	pthread_mutex_init(&_sq_io_queues.lock, NULL);
 	_sq_io_queues.count = 0;
-	_sq_io_slots_atfork_child();
+	_sq_io_fds_atfork_child();
 }

@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -394,10 +395,19 @@ _sq_io_setup(struct sq_io_s *ch)
 
 /* ---- fork ------------------------------------------------------------------ */
 
-/* fork() child (io.c's _sq_io_atfork_child): the slots start afresh. */
+/*
+ * fork() child (io.c's _sq_io_atfork_child): the descriptor table and the
+ * slots start afresh. The parent's entries belong to channels the child
+ * cannot use; one of them may hold operations that wait for data and will
+ * never run here, and a child's sq_read on the same descriptor would queue
+ * behind them. The entries are forgotten, not freed (their queues may be
+ * mid-drain by a thread the child does not have).
+ */
 void
-_sq_io_slots_atfork_child(void)
+_sq_io_fds_atfork_child(void)
 {
+	pthread_mutex_init(&_sq_io_fds.lock, NULL);
+	memset(_sq_io_fds.bucket, 0, sizeof(_sq_io_fds.bucket));
 	pthread_mutex_init(&_sq_io_slots.lock, NULL);
 	_sq_io_slots.init = false;
 	_sq_io_slots.free = 0;

@@ -195,7 +195,7 @@ SQ_INTERNAL void _sq_io_slot_put(void);
 SQ_INTERNAL bool _sq_io_slot_cancel(struct sq_io_s *ch);
 /* Opens a path channel's file and learns what the descriptor is (q). */
 SQ_INTERNAL bool _sq_io_setup(struct sq_io_s *ch);
-SQ_INTERNAL void _sq_io_slots_atfork_child(void);
+SQ_INTERNAL void _sq_io_fds_atfork_child(void);
 
 /* ---- io_deliver.c -------------------------------------------------------- */
 
