@@ -241,7 +241,19 @@ _sq_io_op_finish(struct sq_io_op_s *op, int error, bool started)
 			sq_release(op->pending);
 			op->pending = rest;
 		}
-		_sq_io_deliver(op, true, op->pending, error);
+		/* An error ends a read with NULL data, as libdispatch's header
+		 * promises (a channel closed, a failed open, a read error):
+		 * what was gathered before goes out first. Without an error,
+		 * done with empty data is the end of the file. */
+		sq_data_t last = op->pending;
+		if (error != 0) {
+			if (sq_data_get_size(last) > 0)
+				_sq_io_deliver(op, false, last, 0);
+			else
+				sq_release(last);
+			last = NULL;
+		}
+		_sq_io_deliver(op, true, last, error);
 	} else {
 		sq_data_t left = op->pending;
 		if (sq_data_get_size(left) == 0) {

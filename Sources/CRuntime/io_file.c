@@ -4,7 +4,8 @@
  * Regular files (random-access channels, and stream channels that turn out
  * to be files) go to the I/O threads: a small fixed set (SQ_IO_THREADS,
  * default 4), started on first use, doing one pread / pwrite chunk per job
- * and posting the result back to the channel's queue. The first chunk of a
+ * and posting the result back to the channel's queue (on a worker when no
+ * I/O thread can be started). The first chunk of a
  * small file (SQ_IO_INLINE_MAX) runs on q instead (_sq_io_file_submit).
  * Stream operations on a file, from every channel sharing its descriptor,
  * go one at a time, in order: they share the file position.
@@ -12,7 +13,6 @@
 #include "io_internal.h"
 
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <sys/uio.h>
 
@@ -142,6 +142,20 @@ _sq_io_file_chunk(struct sq_io_op_s *op)
 	}
 }
 
+/* Runs one chunk of `op` and posts the result to its channel's queue. */
+static void
+_sq_io_chunk_job(void *ctx)
+{
+	struct sq_io_op_s *op = ctx;
+	_sq_io_file_chunk(op);
+	/* Hold the channel's queue across the post: once the result runs,
+	 * the channel (and the queue) may go at any moment. */
+	sq_queue_t q = op->ch->q;
+	sq_retain(q);
+	sq_async_f(q, op, _sq_io_file_result);
+	sq_release(q);
+}
+
 static void *
 _sq_io_thread(void *arg)
 {
@@ -169,13 +183,7 @@ _sq_io_thread(void *arg)
 		if (_sq_io_pool.head == NULL)
 			_sq_io_pool.tail = NULL;
 		pthread_mutex_unlock(&_sq_io_pool.lock);
-		_sq_io_file_chunk(op);
-		/* Hold the channel's queue across the post: once the result
-		 * runs, the channel (and the queue) may go at any moment. */
-		sq_queue_t q = op->ch->q;
-		sq_retain(q);
-		sq_async_f(q, op, _sq_io_file_result);
-		sq_release(q);
+		_sq_io_chunk_job(op);
 		pthread_mutex_lock(&_sq_io_pool.lock);
 	}
 	pthread_mutex_unlock(&_sq_io_pool.lock);
@@ -192,28 +200,27 @@ _sq_io_pool_push(struct sq_io_op_s *op)
 		int n = env ? atoi(env) : 4;
 		_sq_io_pool.max = n < 1 ? 1 : n > 64 ? 64 : n;
 	}
+	/* A new thread when none is idle. The system may refuse it (no
+	 * thread to spare even after the worker pool gave one back,
+	 * _sq_thread_start): with no I/O thread at all, the chunk runs on a
+	 * worker instead, where blocking compensation covers the wait; the
+	 * next operation asks for a thread again. */
+	if (_sq_io_pool.idle == 0 && _sq_io_pool.threads < _sq_io_pool.max) {
+		if (_sq_thread_start(_sq_io_thread, NULL, 256 * 1024) == 0) {
+			_sq_io_pool.threads++;
+		} else if (_sq_io_pool.threads == 0) {
+			pthread_mutex_unlock(&_sq_io_pool.lock);
+			sq_async_f(sq_get_global_queue(
+					SQ_QUEUE_PRIORITY_DEFAULT, 0), op,
+					_sq_io_chunk_job);
+			return;
+		}
+	}
 	if (_sq_io_pool.tail)
 		_sq_io_pool.tail->pnext = op;
 	else
 		_sq_io_pool.head = op;
 	_sq_io_pool.tail = op;
-	bool start = _sq_io_pool.idle == 0 &&
-			_sq_io_pool.threads < _sq_io_pool.max;
-	if (start) {
-		pthread_t t;
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&attr, 256 * 1024);
-		/* Block every signal in the I/O threads; they inherit it. */
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_SETMASK, &all, &old);
-		if (pthread_create(&t, &attr, _sq_io_thread, NULL) == 0)
-			_sq_io_pool.threads++;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
-		pthread_attr_destroy(&attr);
-	}
 	pthread_cond_signal(&_sq_io_pool.cond);
 	pthread_mutex_unlock(&_sq_io_pool.lock);
 }

@@ -1,9 +1,10 @@
 /*
  * Channels meeting a hostile outside world: a closed descriptor, a read on
  * a write-only one, peers that close or reset early, a path that does not
- * open, SQ_IO_STOP. The handler sees the error, nothing already read is
- * lost, the cleanup handler runs once, and nothing crashes. Also sq_read /
- * sq_write and barriers.
+ * open, SQ_IO_STOP. The handler sees the error (a read that ends with one
+ * gets NULL data, as libdispatch's header promises), nothing already read
+ * is lost, the cleanup handler runs once, and nothing crashes. Also sq_read
+ * / sq_write and barriers.
  */
 #include "io_helpers.h"
 
@@ -201,8 +202,12 @@ test_stop(void)
 	CHECK(wait_result(&r));
 	CHECK(wait_result(&r2));
 	CHECK_EQ(r.error, ECANCELED);
-	CHECK_EQ(r.size, 3); /* kept what it read */
+	CHECK_EQ(r.size, 3); /* kept what it read, in a call before */
+	CHECK_EQ(r.calls, 2);
+	CHECK(r.null_data); /* done with an error: NULL, as libdispatch */
 	CHECK_EQ(r2.error, ECANCELED);
+	CHECK_EQ(r2.calls, 1); /* issued after the close: one call, */
+	CHECK(r2.null_data);   /* NULL data, not an empty object */
 	sq_release(ch);
 	cleanup_check(&c, 0);
 	close(fds[0]);

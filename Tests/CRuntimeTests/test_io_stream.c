@@ -230,11 +230,11 @@ static void
 pipe_read(void *ctx, bool done, sq_data_t data, int error)
 {
 	struct pipe_state *s = ctx;
-	size_t n = sq_data_get_size(data);
+	size_t n = data ? sq_data_get_size(data) : 0; /* NULL: an error */
 	s->calls++;
 	if (n > 8192 || (n == 0 && !done))
 		s->bad_sizes++;
-	if (s->v.ok)
+	if (s->v.ok && data)
 		sq_data_apply_f(data, &s->v, verify_region);
 	s->total += n;
 	if (done) {
@@ -447,7 +447,7 @@ static void
 echo_server_read(void *ctx, bool done, sq_data_t data, int error)
 {
 	struct echo_conn *c = ctx;
-	if (sq_data_get_size(data) > 0)
+	if (data != NULL && sq_data_get_size(data) > 0)
 		sq_io_write_f(c->ch, 0, data, c->q, c, echo_server_written);
 	if (done) {
 		sq_io_close(c->ch, 0); /* after the writes issued above */

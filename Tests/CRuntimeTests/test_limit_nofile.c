@@ -6,10 +6,11 @@
  *
  *   - cold: before the runtime's first use. Read, signal, file-system and
  *     process sources fail with EMFILE (the event loop cannot start: before,
- *     libevent's fatal path ended the process with exit status 1); timers,
- *     data sources and sq_after wait for the loop and fire once descriptors
- *     are back; sq_main_queue_fd fails with EMFILE while the main queue
- *     itself works; no libevent line on stderr.
+ *     libevent's fatal path ended the process with exit status 1), and so
+ *     does a stream channel's read that has to wait (in its handler, with
+ *     NULL data); timers, data sources and sq_after wait for the loop and
+ *     fire once descriptors are back; sq_main_queue_fd fails with EMFILE
+ *     while the main queue itself works; no libevent line on stderr.
  *   - stepwise: descriptors given back one at a time before the first
  *     source: the loop starts exactly when its six are there, and a failed
  *     start holds no descriptor but its own wake-up eventfd.
@@ -209,13 +210,49 @@ check_work_runs(void)
 	sq_release(g);
 }
 
+struct io_result {
+	sq_semaphore_t done;
+	int error;
+	size_t bytes;
+	bool null_at_end;
+};
+
+static void
+io_handler(void *ctx, bool done, sq_data_t data, int error)
+{
+	struct io_result *r = ctx;
+	if (data)
+		r->bytes += sq_data_get_size(data);
+	if (done) {
+		r->error = error;
+		r->null_at_end = data == NULL;
+		sq_semaphore_signal(r->done);
+	}
+}
+
+/* Reads up to `length` bytes from a channel; returns the error. */
+static int
+read_channel(sq_io_t ch, size_t length, size_t *bytes, bool *null_at_end)
+{
+	struct io_result r = { sq_semaphore_create(0), -1, 0, false };
+	sq_io_read_f(ch, 0, length, sq_get_global_queue(0, 0), &r,
+			io_handler);
+	CHECK(sem_wait_ms(r.done, 10000));
+	sq_release(r.done);
+	*bytes = r.bytes;
+	if (null_at_end)
+		*null_at_end = r.null_at_end;
+	return r.error;
+}
+
 /* ---- cold: no descriptor before the runtime's first use ------------------ */
 
 static void
 cold(void)
 {
-	int p[2];
+	int p[2], sp[2];
 	CHECK_EQ(pipe(p), 0);
+	CHECK_EQ(pipe(sp), 0);
 	int file = mkstemp(tmp_path);
 	CHECK(file >= 0);
 	int gate;
@@ -223,6 +260,13 @@ cold(void)
 
 	fill_descriptors();
 	check_refused(SQ_SOURCE_TYPE_READ, (uintptr_t)p[0], 0, EMFILE);
+	/* A stream channel's read that has to wait needs a source: the
+	 * handler gets EMFILE (and NULL data). */
+	sq_io_t stream = sq_io_create_f(SQ_IO_STREAM, sp[0], NULL, NULL, NULL);
+	size_t got = 0;
+	bool null_at_end = false;
+	CHECK_EQ(read_channel(stream, 1, &got, &null_at_end), EMFILE);
+	CHECK(null_at_end);
 	check_refused(SQ_SOURCE_TYPE_WRITE, (uintptr_t)p[1], 0, EMFILE);
 	check_refused(SQ_SOURCE_TYPE_SIGNAL, SIGUSR1, 0, EMFILE);
 	check_refused(SQ_SOURCE_TYPE_VNODE, (uintptr_t)file, SQ_VNODE_WRITE,
@@ -267,6 +311,11 @@ cold(void)
 	CHECK(sem_wait_ms(w.after, 10000));
 	CHECK(sem_wait_ms(data_sem, 10000));
 	CHECK(sq_main_queue_fd() >= 0);
+	CHECK_EQ(write(sp[1], "z", 1), 1);
+	CHECK_EQ(read_channel(stream, 1, &got, NULL), 0);
+	CHECK_EQ(got, 1);
+	sq_io_close(stream, 0);
+	sq_release(stream);
 
 	struct watched rd, sig, vn, proc;
 	CHECK(watch(&rd, SQ_SOURCE_TYPE_READ, (uintptr_t)p[0], 0));
@@ -341,42 +390,22 @@ stepwise(void)
 
 /* ---- warm: the loop runs, then descriptors run out ----------------------- */
 
-struct io_result {
-	sq_semaphore_t done;
-	int error;
-	size_t bytes;
-};
-
-static void
-io_handler(void *ctx, bool done, sq_data_t data, int error)
-{
-	struct io_result *r = ctx;
-	if (data)
-		r->bytes += sq_data_get_size(data);
-	if (done) {
-		r->error = error;
-		sq_semaphore_signal(r->done);
-	}
-}
-
 /* Reads the temporary file through a path channel; returns the error. */
 static int
 read_path(size_t *bytes)
 {
-	struct io_result r = { sq_semaphore_create(0), -1, 0 };
 	sq_io_t ch = sq_io_create_with_path_f(SQ_IO_STREAM, tmp_path,
 			O_RDONLY, 0, NULL, NULL, NULL);
 	CHECK(ch != NULL);
 	if (ch == NULL)
 		return -1;
-	sq_io_read_f(ch, 0, SIZE_MAX, sq_get_global_queue(0, 0), &r,
-			io_handler);
-	CHECK(sem_wait_ms(r.done, 10000));
+	bool null_at_end = false;
+	int err = read_channel(ch, SIZE_MAX, bytes, &null_at_end);
+	if (err != 0)
+		CHECK(null_at_end); /* an error ends a read with NULL data */
 	sq_io_close(ch, 0);
 	sq_release(ch);
-	sq_release(r.done);
-	*bytes = r.bytes;
-	return r.error;
+	return err;
 }
 
 static void

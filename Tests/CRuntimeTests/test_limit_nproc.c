@@ -16,8 +16,9 @@
  *     process with "cannot start any worker thread" and RLIMIT_NPROC.
  *   - room 1: one worker runs all the work (no monitor: before, the first
  *     sq_async_f aborted with "cannot start the pool monitor thread"); a
- *     read source fails with EAGAIN, a timer and an sq_after wait; after
- *     the limit is raised they fire and the read source is made.
+ *     read source fails with EAGAIN, a timer and an sq_after wait, a file
+ *     is read on the worker for want of an I/O thread; after the limit is
+ *     raised they fire and the read source is made.
  *   - room 2: a worker and the monitor; a job that blocks for a job queued
  *     behind it is rescued once the limit is raised (the monitor keeps
  *     trying to add a worker).
@@ -30,6 +31,7 @@
 
 #include <dirent.h>
 #include <grp.h>
+#include <sys/stat.h>
 #include <stdatomic.h>
 
 /* Threads of real user `uid`, from /proc. */
@@ -176,11 +178,54 @@ room0(void)
 
 /* ---- room 1: one worker, nothing else ----------------------------------- */
 
+struct io_result {
+	sq_semaphore_t done;
+	int error;
+	size_t bytes;
+};
+
+static void
+io_handler(void *ctx, bool done, sq_data_t data, int error)
+{
+	struct io_result *r = ctx;
+	if (data)
+		r->bytes += sq_data_get_size(data);
+	if (done) {
+		r->error = error;
+		sq_semaphore_signal(r->done);
+	}
+}
+
+/* Reads `path` whole through a random-access channel (I/O threads past
+ * the first 64 KiB); returns the bytes read, or -1 on an error. */
+static long
+read_file(const char *path)
+{
+	struct io_result r = { sq_semaphore_create(0), -1, 0 };
+	sq_io_t ch = sq_io_create_with_path_f(SQ_IO_RANDOM, path, O_RDONLY, 0,
+			NULL, NULL, NULL);
+	sq_io_read_f(ch, 0, SIZE_MAX, sq_get_global_queue(0, 0), &r,
+			io_handler);
+	CHECK(sem_wait_ms(r.done, 10000));
+	sq_io_close(ch, 0);
+	sq_release(ch);
+	sq_release(r.done);
+	return r.error ? -1 : (long)r.bytes;
+}
+
+#define FILE_BYTES (1 << 20)
+
 static void
 room1(void)
 {
 	int p[2];
 	CHECK_EQ(pipe(p), 0);
+	char path[] = "/tmp/sq-nproc-XXXXXX";
+	int file = mkstemp(path);
+	CHECK(file >= 0);
+	CHECK_EQ(ftruncate(file, FILE_BYTES), 0);
+	CHECK_EQ(fchmod(file, 0644), 0);
+	close(file);
 	if (!limit_threads(1))
 		return;
 	check_work_runs();
@@ -202,6 +247,8 @@ room1(void)
 	CHECK(!sem_wait_ms(fired, 0));
 	CHECK(!sem_wait_ms(after, 0));
 	check_work_runs();
+	/* No I/O thread either: the file's chunks run on the worker. */
+	CHECK_EQ(read_file(path), FILE_BYTES);
 
 	raise_limit();
 	CHECK(sem_wait_ms(fired, 10000));
@@ -213,6 +260,8 @@ room1(void)
 	CHECK(rd != NULL);
 	drop_source(rd);
 	drop_source(timer);
+	CHECK_EQ(read_file(path), FILE_BYTES);
+	unlink(path);
 	settle();
 	sq_release(fired);
 	sq_release(after);
