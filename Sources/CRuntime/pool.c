@@ -1129,9 +1129,23 @@ _sq_worker_park(struct sq_worker_s *w)
 				__atomic_load_n(&w->leave, __ATOMIC_ACQUIRE)) {
 			/* Asked to give the thread back (_sq_pool_give_back
 			 * took us off the idle list). As a retiring worker
-			 * does: leave `live`, then pass on any work we see,
-			 * since a submitter meanwhile may have found nobody. */
-			__atomic_sub_fetch(&_sq_pool.live, 1, __ATOMIC_SEQ_CST);
+			 * does: leave `live`, but never the last one (another
+			 * give-back or a retirement may have raced this one),
+			 * then pass on any work we see, since a submitter
+			 * meanwhile may have found nobody. */
+			__atomic_store_n(&w->leave, false, __ATOMIC_RELAXED);
+			int32_t n = __atomic_load_n(&_sq_pool.live,
+					__ATOMIC_RELAXED);
+			while (n > 1 && !__atomic_compare_exchange_n(
+					&_sq_pool.live, &n, n - 1, false,
+					__ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+			}
+			if (n <= 1) {
+				/* The pool's last worker stays: it looks for
+				 * work as a searcher and parks again. */
+				_sq_worker_search_again(w);
+				return true;
+			}
 			SQ_CHAOS_POINT();
 			if (_sq_pool_has_work())
 				_sq_pool_notify();

@@ -102,10 +102,10 @@ main_ran_yet(void *ctx)
 	return atomic_load(&main_ran) != 0;
 }
 
-/* A source with a registration and an event semaphore. */
+/* A source with a registration, an event and a cancel semaphore. */
 struct watched {
 	sq_source_t src;
-	sq_semaphore_t reg, event;
+	sq_semaphore_t reg, event, cancelled;
 };
 
 static void
@@ -120,6 +120,12 @@ watched_event(void *ctx)
 	sq_semaphore_signal(((struct watched *)ctx)->event);
 }
 
+static void
+watched_cancel(void *ctx)
+{
+	sq_semaphore_signal(((struct watched *)ctx)->cancelled);
+}
+
 static bool
 watch(struct watched *w, sq_source_type_t type, uintptr_t handle,
 		uintptr_t mask)
@@ -130,21 +136,27 @@ watch(struct watched *w, sq_source_type_t type, uintptr_t handle,
 		return false;
 	w->reg = sq_semaphore_create(0);
 	w->event = sq_semaphore_create(0);
+	w->cancelled = sq_semaphore_create(0);
 	sq_set_context(w->src, w);
 	sq_source_set_registration_handler_f(w->src, watched_reg);
 	sq_source_set_event_handler_f(w->src, watched_event);
+	sq_source_set_cancel_handler_f(w->src, watched_cancel);
 	sq_activate(w->src);
 	return true;
 }
 
+/* Cancels the source and waits for its cancel handler, which runs after
+ * its last event handler (a read source whose data stays unread keeps
+ * delivering until then). */
 static void
 unwatch(struct watched *w)
 {
 	sq_source_cancel(w->src);
+	CHECK(sem_wait_ms(w->cancelled, 10000));
 	sq_release(w->src);
-	settle();
 	sq_release(w->reg);
 	sq_release(w->event);
+	sq_release(w->cancelled);
 }
 
 /* Creating a source of `type` fails with `err`. */
