@@ -273,7 +273,11 @@ sq_source_set_timer(sq_source_t source, sq_time_t start, uint64_t interval,
 /*!
  * Submits `function(context)` to `queue` at `when`. A timer entry on the
  * manager thread, not a source: one allocation, and thousands pending are
- * cheap. SQ_TIME_FOREVER never submits it.
+ * cheap. SQ_TIME_FOREVER never submits it. If the event loop cannot start
+ * (no descriptor or thread to spare), the entry waits for it: the loop is
+ * tried again every 10 ms and on every call that needs it, and the work
+ * is submitted once it runs (at once if `when` has passed), late but
+ * never lost.
  */
 SQ_EXPORT SQ_NOTHROW
 void
