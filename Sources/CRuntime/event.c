@@ -635,10 +635,12 @@ _sq_loop_post(struct sq_loop_node_s *node)
  * calls exit(), so the callback stops the process itself, with the
  * message, through the runtime's one-line report.
  */
-static SQ_TLS bool _sq_libevent_making_base;
-static SQ_TLS int _sq_libevent_error;    /* errno of a warning meanwhile */
-static SQ_TLS jmp_buf _sq_libevent_escape;
-static SQ_TLS char _sq_libevent_last[256];
+/* (Plain thread-locals, not SQ_TLS: cold, and too big for the static TLS
+ * room a dlopen'ed library may take.) */
+static __thread bool _sq_libevent_making_base;
+static __thread int _sq_libevent_error; /* errno of a warning meanwhile */
+static __thread jmp_buf _sq_libevent_escape;
+static __thread char _sq_libevent_last[256];
 
 static void
 _sq_libevent_log(int severity, const char *msg)
