@@ -57,6 +57,7 @@
  * (no thread blocks).
  */
 #include "queue_internal.h"
+#include "trace_internal.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -107,6 +108,7 @@ struct sq_io_op_s {
 	size_t at_end;            /* reads: bytes from where the first chunk
 	                           * starts to the end of the file, if known
 	                           * (SIZE_MAX: not known) */
+	uint32_t trace_flow;      /* the chunk's hand-off to an I/O thread */
 };
 
 struct sq_io_s {
@@ -1637,7 +1639,10 @@ _sq_io_file_chunk(struct sq_io_op_s *op)
 static void *
 _sq_io_thread(void *arg)
 {
+	static uint32_t started;
 	pthread_setname_np(pthread_self(), "swiftqueues-io");
+	_sq_trace_set_role(SQ_ROLE_IO, (int)__atomic_fetch_add(&started, 1,
+			__ATOMIC_RELAXED));
 	pthread_mutex_lock(&_sq_io_pool.lock);
 	for (;;) {
 		struct sq_io_op_s *op = _sq_io_pool.head;
@@ -1661,6 +1666,9 @@ _sq_io_thread(void *arg)
 		if (_sq_io_pool.head == NULL)
 			_sq_io_pool.tail = NULL;
 		pthread_mutex_unlock(&_sq_io_pool.lock);
+		int fd = op->ch->fd;
+		SQ_TRACE_IO_BEGIN(op->trace_flow, fd, op->kind ==
+				SQ_IO_OP_WRITE, op->length);
 		_sq_io_file_chunk(op);
 		/* Hold the channel's queue across the post: once the result
 		 * runs, the channel (and the queue) may go at any moment. */
@@ -1668,6 +1676,7 @@ _sq_io_thread(void *arg)
 		sq_retain(q);
 		sq_async_f(q, op, _sq_io_file_result);
 		sq_release(q);
+		SQ_TRACE_IO_END(fd, 0);
 		pthread_mutex_lock(&_sq_io_pool.lock);
 	}
 	pthread_mutex_unlock(&_sq_io_pool.lock);
@@ -1751,7 +1760,10 @@ _sq_io_file_submit(struct sq_io_op_s *op)
 		_sq_retain_internal(ch);
 		ch->pumping = true;
 		e->inline_busy = true;
+		SQ_TRACE_IO_BEGIN(0, ch->fd, op->kind == SQ_IO_OP_WRITE,
+				op->length);
 		_sq_io_file_chunk(op);
+		SQ_TRACE_IO_END(ch->fd, op->chunk_n);
 		_sq_io_file_result(op);
 		e->inline_busy = false;
 		ch->pumping = was_pumping;
@@ -1760,6 +1772,8 @@ _sq_io_file_submit(struct sq_io_op_s *op)
 		_sq_release_internal(ch);
 		return;
 	}
+	SQ_TRACE_SUBMIT_ID(op->trace_flow, ch->q, _sq_io_file_chunk, op,
+			SQ_SUBMIT_IO);
 	_sq_io_pool_push(op);
 }
 

@@ -20,6 +20,7 @@
  * back until nothing runs, then runs on the drainer's thread, alone.
  */
 #include "queue_internal.h"
+#include "trace_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -555,12 +556,14 @@ _sq_cont_invoke(struct sq_cont_s *c)
 		sq_function_t func = c->func;
 		void *ctx = c->ctx;
 		void *group = c->data;
+		SQ_TRACE_TASK_BEGIN(c->job.trace_flow, q, func, c);
 		_sq_cont_free(c);
 		func(ctx);
 		if (own_frame)
 			_sq_frame_pop(&frame);
 		if (flags & SQ_CONT_GROUP)
 			_sq_group_leave(group);
+		SQ_TRACE_TASK_END(q, func, c); /* c: only its address, a key */
 	}
 	if (flags & SQ_CONT_FORWARDED)
 		_sq_concurrent_item_done(q);
@@ -579,6 +582,7 @@ struct sq_defer_s {
 	struct sq_queue_s *root;
 	void *ctx;
 	sq_function_t func;       /* NULL: nothing left */
+	uint32_t trace_flow;      /* its flow id in a trace */
 };
 
 static SQ_TLS struct sq_defer_s *_sq_defer;
@@ -598,6 +602,7 @@ _sq_queue_defer_to_root_f(sq_queue_t root, void *ctx, sq_function_t func)
 	d->root = root;
 	d->ctx = ctx;
 	d->func = func;
+	SQ_TRACE_SUBMIT_ID(d->trace_flow, root, func, d, SQ_SUBMIT_DEFER);
 	return true;
 }
 
@@ -626,7 +631,10 @@ _sq_job_run(struct sq_job_s *job)
 		 * budget spent), so this thread holds no queue now. */
 		struct sq_frame_s frame;
 		_sq_frame_push(&frame, defer.root, false);
+		SQ_TRACE_TASK_BEGIN(defer.trace_flow, defer.root, defer.func,
+				&defer);
 		defer.func(defer.ctx);
+		SQ_TRACE_TASK_END(defer.root, defer.func, &defer);
 		_sq_frame_pop(&frame);
 	}
 }
@@ -714,6 +722,7 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 				break;
 			if (job->kind == SQ_JOB_QUEUE) {
 				c = _sq_cont_make(q, job, _sq_run_queue_job, 0);
+				c->job.trace_flow = 0;
 			} else {
 				c = (struct sq_cont_s *)job;
 			}
@@ -744,6 +753,7 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 			/* Already forwarded by an inner concurrent queue:
 			 * wrap it so both queues count it. */
 			c = _sq_cont_make(q, c, _sq_run_queue_job, 0);
+			c->job.trace_flow = 0;
 		}
 		c->job.flags |= SQ_CONT_FORWARDED;
 		c->queue = q;
@@ -792,6 +802,8 @@ _sq_async(const char *call, struct sq_queue_s *q, void *ctx,
 			flags &= ~SQ_CONT_BARRIER;
 	}
 	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, flags);
+	SQ_TRACE_SUBMIT(c, q, (flags & SQ_CONT_BARRIER) ? SQ_SUBMIT_BARRIER
+			: SQ_SUBMIT_ASYNC);
 	_sq_queue_push(q, &c->job);
 }
 
@@ -800,6 +812,7 @@ _sq_root_async_next_f(int root_index, void *ctx, sq_function_t func)
 {
 	struct sq_queue_s *q = &_sq_root_queues[root_index];
 	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, 0);
+	SQ_TRACE_SUBMIT(c, q, SQ_SUBMIT_NEXT);
 	_sq_pool_push_next(root_index, &c->job);
 }
 
@@ -809,12 +822,14 @@ _sq_async_group(struct sq_queue_s *q, void *ctx, sq_function_t func,
 {
 	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, SQ_CONT_GROUP);
 	c->data = g;
+	SQ_TRACE_SUBMIT(c, q, SQ_SUBMIT_GROUP);
 	_sq_queue_push(q, &c->job);
 }
 
 void
 _sq_notify_fire(struct sq_notify_s *n)
 {
+	SQ_TRACE_SUBMIT_KIND(SQ_SUBMIT_NOTIFY);
 	while (n != NULL) {
 		struct sq_notify_s *next = n->next;
 		sq_async_f(n->queue, n->context, n->function);
@@ -822,6 +837,7 @@ _sq_notify_fire(struct sq_notify_s *n)
 		free(n);
 		n = next;
 	}
+	SQ_TRACE_SUBMIT_KIND(0);
 }
 
 void
@@ -1016,7 +1032,9 @@ _sq_sync_run_here(struct sq_queue_s *q, bool barrier, void *ctx,
 	if (n == 0) {
 		/* A root queue: the task runs on the caller, "on" it. */
 		_sq_frame_push(&frames[0], q, false);
+		SQ_TRACE_SYNC_BEGIN(q, func);
 		func(ctx);
+		SQ_TRACE_SYNC_END(q, func);
 		_sq_frame_pop(&frames[0]);
 		return;
 	}
@@ -1024,7 +1042,9 @@ _sq_sync_run_here(struct sq_queue_s *q, bool barrier, void *ctx,
 	for (int i = n - 1; i >= 0; i--)
 		_sq_frame_push(&frames[i], chain[i], _sq_queue_is_serial(chain[i])
 				|| (barrier && chain[i] == q));
+	SQ_TRACE_SYNC_BEGIN(q, func);
 	func(ctx);
+	SQ_TRACE_SYNC_END(q, func);
 	for (int i = 0; i < n; i++)
 		_sq_frame_pop(&frames[i]);
 }
@@ -1080,7 +1100,9 @@ _sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func)
 		return false;
 	struct sq_frame_s frame;
 	_sq_frame_push(&frame, q, true);
+	SQ_TRACE_SYNC_BEGIN(q, func);
 	func(ctx);
+	SQ_TRACE_SYNC_END(q, func);
 	_sq_frame_pop(&frame);
 	_sq_queue_relinquish(q);
 	return true;
@@ -1114,6 +1136,7 @@ _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 		_sq_client_crash(call, "out of memory");
 	sc->cont.job.kind = SQ_JOB_CONT;
 	sc->cont.job.flags = SQ_CONT_SYNC | (barrier ? SQ_CONT_BARRIER : 0);
+	sc->cont.job.trace_flow = 0;
 	sc->cont.func = func;
 	sc->cont.ctx = ctx;
 	sc->cont.queue = q;
