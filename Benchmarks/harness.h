@@ -34,6 +34,8 @@ typedef struct bench_scenario_s {
 	double target;            /* ours/theirs must be <= target; 0: none */
 	void (*setup)(void);      /* optional: once, before the first run */
 	void (*teardown)(void);   /* optional: once, after the last run */
+	double max_extra_ns;      /* or: ours - theirs must be <= this many
+	                             ns/op (an added cost); 0: none */
 } bench_scenario_t;
 
 /* The scenario tables, one per bench_<area>.c. */
@@ -42,6 +44,7 @@ extern const bench_scenario_t bench_queues[];
 extern const bench_scenario_t bench_io[];
 extern const bench_scenario_t bench_sources[];
 extern const bench_scenario_t bench_pool[];
+extern const bench_scenario_t bench_trace[];
 
 /* bench_pool.c's child processes: main() runs this instead of the table
  * when BENCH_POOL_CHILD is set, and returns its exit status. */

@@ -153,10 +153,10 @@ static struct {
 static sq_once_t _sq_pool_once;
 
 /* A pool event for traces and probes: worker w's index, and the pool's
- * counters at that moment (read only while a trace is recorded). */
-#define SQ_POOL_EVENT(probe, kind, w, b)                                       \
-	SQ_TRACE_POOL_INSTANT(probe, kind, (uint64_t)((w) - _sq_pool.workers), \
-			(b), __atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),\
+ * counters at that moment (read only when observed). */
+#define SQ_POOL_EVENT(kind, w, b)                                              \
+	SQ_TRACE_POOL(kind, (uint64_t)((w) - _sq_pool.workers), (b),           \
+			__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),     \
 			__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED),    \
 			__atomic_load_n(&_sq_pool.searching, __ATOMIC_RELAXED))
 static SQ_TLS struct sq_worker_s *_sq_self;
@@ -526,7 +526,7 @@ _sq_pool_spawn(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* Only the monitor starts workers for blocked ones. */
 	if (created == 0)
-		SQ_POOL_EVENT(worker__spawn, SQ_TRACE_SPAWN, w,
+		SQ_POOL_EVENT(SQ_TRACE_SPAWN, w,
 				_sq_trace_role == SQ_ROLE_MONITOR);
 	if (created != 0) {
 		sq_spinlock_lock(&_sq_pool.spawn_lock);
@@ -548,7 +548,7 @@ _sq_worker_wake(struct sq_worker_s *w)
 	/* Release: the worker sees `searching` before it runs. */
 	__atomic_store_n(&w->parked, 0, __ATOMIC_RELEASE);
 	_sq_futex_wake(&w->parked, 1);
-	SQ_POOL_EVENT(worker__wake, SQ_TRACE_WAKE, w, 0);
+	SQ_POOL_EVENT(SQ_TRACE_WAKE, w, 0);
 }
 
 /* Gets one more worker looking for work, unless one already is. */
@@ -977,7 +977,7 @@ _sq_worker_park(struct sq_worker_s *w)
 	}
 	/* (If the removal failed, a waker popped us and counted us as a
 	 * searcher: the wait below returns at once.) */
-	SQ_POOL_EVENT(worker__park, SQ_TRACE_PARK, w, 0);
+	SQ_POOL_EVENT(SQ_TRACE_PARK, w, 0);
 
 	for (;;) {
 		int32_t live = __atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED);
@@ -1133,7 +1133,7 @@ _sq_pool_net_fire(void)
 		return;
 	}
 	__atomic_add_fetch(&_sq_pool.net_firings, 1, __ATOMIC_RELAXED);
-	SQ_POOL_EVENT(net__fire, SQ_TRACE_NET, w, 0);
+	SQ_POOL_EVENT(SQ_TRACE_NET, w, 0);
 	if (_sq_pool.net_debug)
 		_sq_pool_net_report();
 	_sq_worker_wake(w);
@@ -1191,9 +1191,8 @@ _sq_monitor_main(void *unused)
 		 * gets a short nap again. (Work seen by one look only, a
 		 * burst in progress, leaves the nap as long as it was.) */
 		nap_ns = SQ_MONITOR_NAP_NS;
-		if (SQ_TRACING())
-			_sq_trace_pool(_sq_pool.live, _sq_pool.nidle,
-					_sq_pool.searching);
+		SQ_TRACE_POOL(SQ_TRACE_COUNTERS, 0, 0, _sq_pool.live,
+				_sq_pool.nidle, _sq_pool.searching);
 		/* Safety net (SQ_MONITOR_NET=0 turns it off): work waits, a
 		 * worker is idle, and no worker started a job for a few
 		 * ticks. The wake-up protocol never leaves that state

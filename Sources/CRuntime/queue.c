@@ -157,6 +157,7 @@ _sq_cont_alloc(void)
 			c = malloc(sizeof(*c));
 			if (c == NULL)
 				_sq_client_crash("sq_async_f", "out of memory");
+			c->job.trace_flow = 0;
 			return c;
 		}
 		_sq_cont_cache_count = SQ_CONT_BATCH;
@@ -536,6 +537,43 @@ _sq_queue_set_target(struct sq_object_s *object, struct sq_queue_s *target)
 static void _sq_sync_handoff(struct sq_cont_s *c);
 static void _sq_queue_drain_concurrent(struct sq_queue_s *q);
 
+/* Calls a continuation's function with its frame and, after, leaves its
+ * group. Inlined twice: plain, and with the trace points for when they
+ * are observed, so that one look at the points' word chooses, and the
+ * plain run has no point in it. */
+SQ_INLINE void
+_sq_cont_call(struct sq_cont_s *c, struct sq_queue_s *q, uint32_t flags,
+		bool observed)
+{
+	struct sq_frame_s frame;
+	bool own_frame = _sq_current_frame == NULL ||
+			_sq_current_frame->queue != q;
+	if (own_frame) {
+		_sq_frame_push(&frame, q, _sq_queue_is_serial(q) ||
+				(flags & SQ_CONT_BARRIER));
+	}
+	sq_function_t func = c->func;
+	void *ctx = c->ctx;
+	void *group = c->data;
+	if (observed)
+		SQ_OBS_CONT_BEGIN(c);
+	_sq_cont_free(c);
+	func(ctx);
+	if (own_frame)
+		_sq_frame_pop(&frame);
+	if (flags & SQ_CONT_GROUP)
+		_sq_group_leave(group);
+	if (observed)
+		SQ_OBS_TASK_END(q);
+}
+
+static SQ_NOINLINE void
+_sq_cont_call_observed(struct sq_cont_s *c, struct sq_queue_s *q,
+		uint32_t flags)
+{
+	_sq_cont_call(c, q, flags, true);
+}
+
 /* Runs a continuation. It is freed before its function is called. */
 static void
 _sq_cont_invoke(struct sq_cont_s *c)
@@ -543,28 +581,12 @@ _sq_cont_invoke(struct sq_cont_s *c)
 	uint32_t flags = c->job.flags;
 	struct sq_queue_s *q = c->queue;
 
-	if (flags & SQ_CONT_SYNC) {
+	if (flags & SQ_CONT_SYNC)
 		_sq_sync_handoff(c);
-	} else {
-		struct sq_frame_s frame;
-		bool own_frame = _sq_current_frame == NULL ||
-				_sq_current_frame->queue != q;
-		if (own_frame) {
-			_sq_frame_push(&frame, q, _sq_queue_is_serial(q) ||
-					(flags & SQ_CONT_BARRIER));
-		}
-		sq_function_t func = c->func;
-		void *ctx = c->ctx;
-		void *group = c->data;
-		SQ_TRACE_TASK_BEGIN(c->job.trace_flow, q, func, c);
-		_sq_cont_free(c);
-		func(ctx);
-		if (own_frame)
-			_sq_frame_pop(&frame);
-		if (flags & SQ_CONT_GROUP)
-			_sq_group_leave(group);
-		SQ_TRACE_TASK_END(q, func, c); /* c: only its address, a key */
-	}
+	else if (SQ_OBSERVED())
+		_sq_cont_call_observed(c, q, flags);
+	else
+		_sq_cont_call(c, q, flags, false);
 	if (flags & SQ_CONT_FORWARDED)
 		_sq_concurrent_item_done(q);
 }
@@ -634,7 +656,7 @@ _sq_job_run(struct sq_job_s *job)
 		SQ_TRACE_TASK_BEGIN(defer.trace_flow, defer.root, defer.func,
 				&defer);
 		defer.func(defer.ctx);
-		SQ_TRACE_TASK_END(defer.root, defer.func, &defer);
+		SQ_TRACE_TASK_END(defer.root);
 		_sq_frame_pop(&frame);
 	}
 }
@@ -789,7 +811,9 @@ _sq_concurrent_item_done(struct sq_queue_s *q)
 
 /* ---- Submission ---------------------------------------------------------- */
 
-static inline void
+/* Always inlined: each caller's flags are a constant, and the call stays
+ * the one submission hop it was before the trace points came. */
+SQ_INLINE void
 _sq_async(const char *call, struct sq_queue_s *q, void *ctx,
 		sq_function_t func, uint32_t flags)
 {
@@ -802,9 +826,8 @@ _sq_async(const char *call, struct sq_queue_s *q, void *ctx,
 			flags &= ~SQ_CONT_BARRIER;
 	}
 	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, flags);
-	SQ_TRACE_SUBMIT(c, q, (flags & SQ_CONT_BARRIER) ? SQ_SUBMIT_BARRIER
-			: SQ_SUBMIT_ASYNC);
-	_sq_queue_push(q, &c->job);
+	SQ_TRACE_SUBMIT_PUSH(c, q, (flags & SQ_CONT_BARRIER)
+			? SQ_SUBMIT_BARRIER : SQ_SUBMIT_ASYNC);
 }
 
 void
@@ -822,13 +845,14 @@ _sq_async_group(struct sq_queue_s *q, void *ctx, sq_function_t func,
 {
 	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, SQ_CONT_GROUP);
 	c->data = g;
-	SQ_TRACE_SUBMIT(c, q, SQ_SUBMIT_GROUP);
-	_sq_queue_push(q, &c->job);
+	SQ_TRACE_SUBMIT_PUSH(c, q, SQ_SUBMIT_GROUP);
 }
 
 void
 _sq_notify_fire(struct sq_notify_s *n)
 {
+	if (n == NULL)
+		return;
 	SQ_TRACE_SUBMIT_KIND(SQ_SUBMIT_NOTIFY);
 	while (n != NULL) {
 		struct sq_notify_s *next = n->next;
@@ -1032,9 +1056,7 @@ _sq_sync_run_here(struct sq_queue_s *q, bool barrier, void *ctx,
 	if (n == 0) {
 		/* A root queue: the task runs on the caller, "on" it. */
 		_sq_frame_push(&frames[0], q, false);
-		SQ_TRACE_SYNC_BEGIN(q, func);
-		func(ctx);
-		SQ_TRACE_SYNC_END(q, func);
+		SQ_TRACE_SYNC_CALL(q, func, ctx);
 		_sq_frame_pop(&frames[0]);
 		return;
 	}
@@ -1042,9 +1064,7 @@ _sq_sync_run_here(struct sq_queue_s *q, bool barrier, void *ctx,
 	for (int i = n - 1; i >= 0; i--)
 		_sq_frame_push(&frames[i], chain[i], _sq_queue_is_serial(chain[i])
 				|| (barrier && chain[i] == q));
-	SQ_TRACE_SYNC_BEGIN(q, func);
-	func(ctx);
-	SQ_TRACE_SYNC_END(q, func);
+	SQ_TRACE_SYNC_CALL(q, func, ctx);
 	for (int i = 0; i < n; i++)
 		_sq_frame_pop(&frames[i]);
 }
@@ -1100,9 +1120,7 @@ _sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func)
 		return false;
 	struct sq_frame_s frame;
 	_sq_frame_push(&frame, q, true);
-	SQ_TRACE_SYNC_BEGIN(q, func);
-	func(ctx);
-	SQ_TRACE_SYNC_END(q, func);
+	SQ_TRACE_SYNC_CALL(q, func, ctx);
 	_sq_frame_pop(&frame);
 	_sq_queue_relinquish(q);
 	return true;

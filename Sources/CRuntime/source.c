@@ -539,7 +539,7 @@ _sq_sigwatch_main(void *unused)
 	_sq_trace_set_role(SQ_ROLE_SIGNALS, 0);
 	for (;;) {
 		/* A ring for the handler to record into, when recording. */
-		if (SQ_TRACING())
+		if (SQ_OBSERVED())
 			_sq_trace_attach_here();
 		/* Acquire: `want` as written before `asked` was bumped. */
 		uint32_t gen = __atomic_load_n(&_sq_sigwatch.asked,

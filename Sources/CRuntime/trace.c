@@ -57,7 +57,7 @@
 
 /* The build without observation points (-DSQ_NO_TRACE, for measuring
  * their cost): nothing can be recorded. */
-uint32_t _sq_trace_session;
+union sq_observe_u _sq_observe;
 SQ_TLS int _sq_trace_role;
 SQ_TLS int _sq_trace_role_index;
 SQ_TLS uint32_t _sq_trace_inherited;
@@ -89,13 +89,78 @@ _sq_trace_atfork_child(void)
 {
 }
 
+void
+_sq_trace_attach_here(void)
+{
+}
+
 #else /* !SQ_NO_TRACE */
+
+/* ---- Probes ------------------------------------------------------------------
+ *
+ * USDT probes, each with a semaphore (the kernel counts the tracers
+ * attached to a probe there, so a point can tell whether anyone listens),
+ * and every probe's semaphore is one and the same 16-bit word: the low
+ * half of _sq_observe, in the ".probes" section where tracers look for
+ * semaphores. So the one compare every point makes covers all probes and
+ * the recording. */
+
+union sq_observe_u _sq_observe __attribute__((section(".probes")));
+
+#if defined(__has_include)
+#if __has_include(<sys/sdt.h>)
+#define _SDT_HAS_SEMAPHORES 1
+#include <sys/sdt.h>
+#define SQ_HAVE_PROBES 1
+#endif
+#endif
+
+#ifdef SQ_HAVE_PROBES
+#define SQ_SEMAPHORE(name)                                                     \
+	extern unsigned short swiftqueues_##name##_semaphore                   \
+			__attribute__((alias("_sq_observe"),                   \
+			visibility("hidden")));
+SQ_SEMAPHORE(submit)
+SQ_SEMAPHORE(task__start)
+SQ_SEMAPHORE(task__end)
+SQ_SEMAPHORE(sync__start)
+SQ_SEMAPHORE(sync__end)
+SQ_SEMAPHORE(swift__job__start)
+SQ_SEMAPHORE(swift__job__end)
+SQ_SEMAPHORE(handler__start)
+SQ_SEMAPHORE(handler__end)
+SQ_SEMAPHORE(source__event)
+SQ_SEMAPHORE(timer__fire)
+SQ_SEMAPHORE(io__start)
+SQ_SEMAPHORE(io__end)
+SQ_SEMAPHORE(worker__wake)
+SQ_SEMAPHORE(worker__park)
+SQ_SEMAPHORE(worker__spawn)
+SQ_SEMAPHORE(net__fire)
+SQ_SEMAPHORE(signal)
+/* Arguments are integers: pointers go as uintptr_t. */
+#define SQ_P(x) ((uintptr_t)(x))
+#define SQ_PROBE1(name, a) STAP_PROBE1(swiftqueues, name, SQ_P(a))
+#define SQ_PROBE2(name, a, b) STAP_PROBE2(swiftqueues, name, SQ_P(a), SQ_P(b))
+#define SQ_PROBE3(name, a, b, c)                                               \
+	STAP_PROBE3(swiftqueues, name, SQ_P(a), SQ_P(b), SQ_P(c))
+#define SQ_PROBE4(name, a, b, c, d)                                            \
+	STAP_PROBE4(swiftqueues, name, SQ_P(a), SQ_P(b), SQ_P(c), SQ_P(d))
+#else
+#define SQ_PROBE1(name, a) ((void)0)
+#define SQ_PROBE2(name, a, b) ((void)0)
+#define SQ_PROBE3(name, a, b, c) ((void)0)
+#define SQ_PROBE4(name, a, b, c, d) ((void)0)
+#endif
 
 #define SQ_TRACE_DEFAULT_KB 2048u  /* per thread: 65,536 records */
 #define SQ_TRACE_MIN_KB 1u
 #define SQ_TRACE_MAX_KB (1u << 20)
 #define SQ_TRACE_FLOW_BLOCK 1024u
 #define SQ_TRACE_MAX_DEPTH 256
+/* Records ahead of the one being written whose line is fetched for
+ * writing: past the cache's size, a ring's lines are cold. */
+#define SQ_TRACE_PREFETCH 16
 /* Queue depth counters: one point per queue per this many ns at most
  * (plus every return to empty), so a million submissions do not make a
  * million counter points. */
@@ -113,10 +178,15 @@ enum {
 
 struct sq_trace_rec_s {
 	uint64_t t;      /* raw clock */
-	uint8_t type;    /* SQ_REC_* */
-	uint8_t kind;
-	uint16_t small;
-	uint32_t flow;
+	union {
+		struct {
+			uint8_t type;  /* SQ_REC_* */
+			uint8_t kind;
+			uint16_t small;
+			uint32_t flow;
+		};
+		uint64_t word;         /* the four, stored at once */
+	};
 	uint64_t a;
 	uint64_t b;
 };
@@ -138,13 +208,20 @@ struct sq_trace_buf_s {
 	struct sq_trace_buf_s *next; /* the registry, under its lock */
 };
 
-uint32_t _sq_trace_session; /* 0: not recording */
+static uint32_t _sq_trace_session; /* 0: not recording */
 SQ_TLS int _sq_trace_role;
 SQ_TLS int _sq_trace_role_index;
 
 SQ_TLS uint32_t _sq_trace_inherited;
 SQ_TLS uint8_t _sq_trace_kind;
-static SQ_TLS struct sq_trace_buf_s *_sq_trace_self;
+/* The calling thread's ring; a thread without one points at this empty
+ * ring, whose session is never recorded, so the hot path needs no NULL
+ * test. */
+#define SQ_TRACE_NO_SESSION UINT32_MAX
+static struct sq_trace_buf_s _sq_trace_none = {
+	.session = SQ_TRACE_NO_SESSION,
+};
+static SQ_TLS struct sq_trace_buf_s *_sq_trace_self = &_sq_trace_none;
 
 static struct {
 	pthread_mutex_t lock;   /* start, stop, the registry */
@@ -221,7 +298,7 @@ _sq_trace_thread_exit(void *value)
 {
 	struct sq_trace_buf_s *b = value;
 	if (_sq_trace_self == b)
-		_sq_trace_self = NULL;
+		_sq_trace_self = &_sq_trace_none;
 	/* Release: the writer that frees it sees the owner's last records. */
 	__atomic_store_n(&b->dead, true, __ATOMIC_RELEASE);
 }
@@ -273,7 +350,11 @@ _sq_trace_name_thread(struct sq_trace_buf_s *b)
 static SQ_NOINLINE struct sq_trace_buf_s *
 _sq_trace_attach(uint32_t session)
 {
+	if (session == 0)
+		return NULL;
 	struct sq_trace_buf_s *b = _sq_trace_self;
+	if (b == &_sq_trace_none)
+		b = NULL;
 	pthread_mutex_lock(&_sq_trace.lock);
 	if (__atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE) != session) {
 		pthread_mutex_unlock(&_sq_trace.lock);
@@ -283,6 +364,7 @@ _sq_trace_attach(uint32_t session)
 	if (b != NULL && b->bytes != bytes) {
 		munmap(b->recs, b->bytes);
 		b->recs = NULL;
+		b->bytes = 0;
 	}
 	if (b == NULL) {
 		b = calloc(1, sizeof(*b));
@@ -293,16 +375,15 @@ _sq_trace_attach(uint32_t session)
 		b->next = _sq_trace.bufs;
 		_sq_trace.bufs = b;
 		pthread_setspecific(_sq_trace.key, b);
+		_sq_trace_self = b;
 	}
 	if (b->recs == NULL) {
 		void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE
 				| MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (p == MAP_FAILED) {
 			/* Left on the registry without a ring: the writer
-			 * skips it, the next attach tries again. */
-			b->bytes = 0;
+			 * skips it, the next record tries again. */
 			pthread_mutex_unlock(&_sq_trace.lock);
-			_sq_trace_self = b;
 			return NULL;
 		}
 		b->recs = p;
@@ -315,52 +396,84 @@ _sq_trace_attach(uint32_t session)
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->session, session, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&_sq_trace.lock);
-	_sq_trace_self = b;
 	return b;
 }
 
-/* The slot for the calling thread's next record, NULL when not recording.
- * Acquire: the session's state (clock choice, ring size) as start set it. */
-static inline struct sq_trace_rec_s *
-_sq_trace_slot(struct sq_trace_buf_s **out)
+/* The calling thread's ring for the current session, NULL when not
+ * recording. Acquire: the session's state (clock choice, ring size) as
+ * start set it. One compare on the way: only a ring of the current
+ * session has that session's number. */
+static inline struct sq_trace_buf_s *
+_sq_trace_ring(void)
 {
 	uint32_t session = __atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE);
 	struct sq_trace_buf_s *b = _sq_trace_self;
-	if (SQ_UNLIKELY(b == NULL || b->session != session || b->recs == NULL)) {
-		if (session == 0)
-			return NULL;
+	if (SQ_UNLIKELY(b->session != session))
 		b = _sq_trace_attach(session);
-		if (b == NULL)
-			return NULL;
-	}
-	*out = b;
-	return &b->recs[b->head & b->mask];
+	return b;
 }
 
-/* Counts the record just written. Release: a writer that reads the count
- * sees the record. */
-static inline void
-_sq_trace_commit(struct sq_trace_buf_s *b)
+/* A record's type, kind, small and flow as the one word they share. */
+static inline uint64_t
+_sq_trace_word(unsigned type, unsigned kind, unsigned small, uint32_t flow)
 {
-	__atomic_store_n(&b->head, b->head + 1, __ATOMIC_RELEASE);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	return (uint64_t)type | (uint64_t)kind << 8 | (uint64_t)small << 16 |
+			(uint64_t)flow << 32;
+#else
+	struct sq_trace_rec_s r;
+	r.type = (uint8_t)type;
+	r.kind = (uint8_t)kind;
+	r.small = (uint16_t)small;
+	r.flow = flow;
+	return r.word;
+#endif
 }
 
+/* Appends a record taken at raw time t to ring b and counts it. The
+ * count's release store: a writer that reads the count sees the record.
+ * The line a few records ahead is fetched for writing: past the cache's
+ * size a ring's lines are cold. */
 static inline void
-_sq_trace_put(unsigned type, unsigned kind, unsigned small, uint32_t flow,
-		uint64_t a, uint64_t b)
+_sq_trace_append(struct sq_trace_buf_s *b, uint64_t t, uint64_t word,
+		uint64_t a, uint64_t x)
 {
-	struct sq_trace_buf_s *buf;
-	struct sq_trace_rec_s *r = _sq_trace_slot(&buf);
-	if (r == NULL)
-		return;
-	r->t = _sq_trace_clock();
-	r->type = (uint8_t)type;
-	r->kind = (uint8_t)kind;
-	r->small = (uint16_t)small;
-	r->flow = flow;
+	uint64_t head = b->head;
+	struct sq_trace_rec_s *r = &b->recs[head & b->mask];
+	__builtin_prefetch(&b->recs[(head + SQ_TRACE_PREFETCH) & b->mask], 1,
+			3);
+	r->t = t;
+	r->word = word;
 	r->a = a;
-	r->b = b;
-	_sq_trace_commit(buf);
+	r->b = x;
+	__atomic_store_n(&b->head, head + 1, __ATOMIC_RELEASE);
+}
+
+/* Everything the fast path below leaves: a ring to get, another clock. */
+static SQ_NOINLINE void
+_sq_trace_put_slow(uint64_t word, uint64_t a, uint64_t x)
+{
+	struct sq_trace_buf_s *b = _sq_trace_ring();
+	if (b != NULL)
+		_sq_trace_append(b, _sq_trace_clock(), word, a, x);
+}
+
+/* Records one event. The usual case (a ring of this session, the TSC)
+ * calls nothing, so the entry points need no stack frame; the rest is a
+ * tail call. */
+static inline void
+_sq_trace_put(uint64_t word, uint64_t a, uint64_t x)
+{
+#if defined(__x86_64__)
+	uint32_t session = __atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE);
+	struct sq_trace_buf_s *b = _sq_trace_self;
+	if (SQ_LIKELY(b->session == session &&
+			__atomic_load_n(&_sq_trace_tsc, __ATOMIC_RELAXED))) {
+		_sq_trace_append(b, __rdtsc(), word, a, x);
+		return;
+	}
+#endif
+	_sq_trace_put_slow(word, a, x);
 }
 
 /* A fresh flow id (never 0) from the thread's block. */
@@ -469,6 +582,12 @@ _sq_trace_intern(struct sq_queue_s *q)
 /* A queue as records name it: its label's number and its serial number
  * (0 for the global and main queues, which their labels tell apart). */
 static inline uint64_t
+_sq_trace_key(uint32_t label, struct sq_queue_s *q)
+{
+	return (uint64_t)label << 32 | q->serial_num;
+}
+
+static inline uint64_t
 _sq_trace_queue_key(struct sq_queue_s *q)
 {
 	if (q == NULL)
@@ -476,12 +595,27 @@ _sq_trace_queue_key(struct sq_queue_s *q)
 	uint32_t id = __atomic_load_n(&q->trace_label, __ATOMIC_RELAXED);
 	if (SQ_UNLIKELY(id == 0))
 		id = _sq_trace_intern(q);
-	return (uint64_t)id << 32 | q->serial_num;
+	return _sq_trace_key(id, q);
 }
 
 /* ---- Entry points from the observation points ----------------------------- */
 
-uint32_t
+static inline void _sq_trace_end(unsigned slice);
+
+static SQ_NOINLINE uint32_t
+_sq_trace_submit_slow(struct sq_queue_s *q, const void *func, unsigned kind)
+{
+	struct sq_trace_buf_s *b = _sq_trace_ring();
+	if (b == NULL)
+		return 0;
+	uint32_t flow = _sq_trace_new_flow(b);
+	_sq_trace_append(b, _sq_trace_clock(), _sq_trace_word(SQ_REC_SUBMIT,
+			_sq_trace_kind ? _sq_trace_kind : kind, 0, flow),
+			_sq_trace_queue_key(q), (uintptr_t)func);
+	return flow;
+}
+
+static inline uint32_t
 _sq_trace_submit(struct sq_queue_s *q, const void *func, unsigned kind)
 {
 	/* The work of an after, submitted by its timer: the arrow that
@@ -491,89 +625,113 @@ _sq_trace_submit(struct sq_queue_s *q, const void *func, unsigned kind)
 		_sq_trace_inherited = 0;
 		return flow;
 	}
-	struct sq_trace_buf_s *buf;
-	struct sq_trace_rec_s *r = _sq_trace_slot(&buf);
-	if (r == NULL)
-		return 0;
-	flow = _sq_trace_new_flow(buf);
-	r->t = _sq_trace_clock();
-	r->type = SQ_REC_SUBMIT;
-	r->kind = (uint8_t)(_sq_trace_kind ? _sq_trace_kind : kind);
-	r->small = 0;
-	r->flow = flow;
-	r->a = _sq_trace_queue_key(q);
-	r->b = (uintptr_t)func;
-	_sq_trace_commit(buf);
-	return flow;
+#if defined(__x86_64__)
+	uint32_t session = __atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE);
+	struct sq_trace_buf_s *b = _sq_trace_self;
+	uint32_t label = __atomic_load_n(&q->trace_label, __ATOMIC_RELAXED);
+	if (SQ_LIKELY(b->session == session && label != 0 &&
+			b->flow_next != b->flow_end && !_sq_trace_kind &&
+			__atomic_load_n(&_sq_trace_tsc, __ATOMIC_RELAXED))) {
+		flow = b->flow_next++;
+		_sq_trace_append(b, __rdtsc(), _sq_trace_word(SQ_REC_SUBMIT,
+				kind, 0, flow), _sq_trace_key(label, q),
+				(uintptr_t)func);
+		return flow;
+	}
+#endif
+	return _sq_trace_submit_slow(q, func, kind);
 }
 
-void
+static SQ_NOINLINE void
+_sq_trace_begin_slow(unsigned slice, uint32_t flow, struct sq_queue_s *q,
+		const void *func)
+{
+	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, slice, 0, flow),
+			_sq_trace_queue_key(q), (uintptr_t)func);
+}
+
+static inline void
 _sq_trace_begin(unsigned slice, uint32_t flow, struct sq_queue_s *q,
 		const void *func)
 {
-	if (flow == 0 && slice == SQ_TRACE_SYNC && _sq_trace_inherited) {
-		/* An after's work run in place by the on-time runner. */
-		flow = _sq_trace_inherited;
-		_sq_trace_inherited = 0;
+	uint32_t label = __atomic_load_n(&q->trace_label, __ATOMIC_RELAXED);
+	if (SQ_UNLIKELY(label == 0)) {
+		_sq_trace_begin_slow(slice, flow, q, func);
+		return;
 	}
-	_sq_trace_put(SQ_REC_BEGIN, slice, 0, flow, _sq_trace_queue_key(q),
-			(uintptr_t)func);
+	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, slice, 0, flow),
+			_sq_trace_key(label, q), (uintptr_t)func);
 }
 
-void
+static void
+_sq_trace_sync_call(struct sq_queue_s *q, sq_function_t func, void *ctx)
+{
+	/* An after's work run in place by the on-time runner continues the
+	 * after's arrow. */
+	uint32_t flow = _sq_trace_inherited;
+	if (flow != 0)
+		_sq_trace_inherited = 0;
+	_sq_trace_begin(SQ_TRACE_SYNC, flow, q, (const void *)func);
+	func(ctx);
+	_sq_trace_end(SQ_TRACE_SYNC);
+}
+
+static inline void
 _sq_trace_end(unsigned slice)
 {
-	_sq_trace_put(SQ_REC_END, slice, 0, 0, 0, 0);
+	_sq_trace_put(_sq_trace_word(SQ_REC_END, slice, 0, 0), 0, 0);
 }
 
-void
+static void
 _sq_trace_swift_job_begin(void *job)
 {
 	uint64_t id = 0;
 	unsigned priority = 0;
 	_sq_swift_job_info(job, &id, &priority);
-	_sq_trace_put(SQ_REC_BEGIN, SQ_TRACE_SWIFT_JOB, priority, 0, id,
-			(uintptr_t)job);
+	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, SQ_TRACE_SWIFT_JOB,
+			priority, 0), id, (uintptr_t)job);
 }
 
-void
+static void
 _sq_trace_handler_begin(unsigned source_kind, unsigned handler,
 		const void *func)
 {
-	_sq_trace_put(SQ_REC_BEGIN, SQ_TRACE_HANDLER, handler, 0, source_kind,
-			(uintptr_t)func);
+	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, SQ_TRACE_HANDLER, handler,
+			0), source_kind, (uintptr_t)func);
 }
 
-void
+static void
 _sq_trace_event_begin(unsigned source_kind, uintptr_t handle, uintptr_t data)
 {
-	_sq_trace_put(SQ_REC_BEGIN, SQ_TRACE_EVENT, source_kind, 0, handle,
-			data);
+	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, SQ_TRACE_EVENT,
+			source_kind, 0), handle, data);
 }
 
-void
+static void
 _sq_trace_timer_begin(uint32_t flow, bool after, uint64_t late_ns)
 {
-	_sq_trace_put(SQ_REC_BEGIN, SQ_TRACE_TIMER, after, flow, late_ns, 0);
+	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, SQ_TRACE_TIMER, after,
+			flow), late_ns, 0);
 }
 
-void
+static void
 _sq_trace_io_begin(uint32_t flow, int fd, bool write, size_t length)
 {
-	_sq_trace_put(SQ_REC_BEGIN, SQ_TRACE_IO, write, flow, (uint64_t)fd,
-			length);
+	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, SQ_TRACE_IO, write, flow),
+			(uint64_t)fd, length);
 }
 
-void
+static void
 _sq_trace_instant(unsigned kind, uint64_t a, uint64_t b)
 {
-	_sq_trace_put(SQ_REC_INSTANT, kind, 0, 0, a, b);
+	_sq_trace_put(_sq_trace_word(SQ_REC_INSTANT, kind, 0, 0), a, b);
 }
 
-void
+static void
 _sq_trace_pool(int32_t live, int32_t idle, int32_t searching)
 {
-	_sq_trace_put(SQ_REC_POOL, 0, 0, 0, (uint64_t)(uint16_t)live |
+	_sq_trace_put(_sq_trace_word(SQ_REC_POOL, 0, 0, 0),
+			(uint64_t)(uint16_t)live |
 			(uint64_t)(uint16_t)idle << 16 |
 			(uint64_t)(uint16_t)searching << 32, 0);
 }
@@ -581,11 +739,10 @@ _sq_trace_pool(int32_t live, int32_t idle, int32_t searching)
 void
 _sq_trace_attach_here(void)
 {
-	struct sq_trace_buf_s *b;
-	(void)_sq_trace_slot(&b);
+	(void)_sq_trace_ring();
 }
 
-void
+static void
 _sq_trace_signal(int signo)
 {
 	/* Only into a ring the watcher already has: no lock, no allocation.
@@ -595,18 +752,182 @@ _sq_trace_signal(int signo)
 		return;
 	uint32_t session = __atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE);
 	struct sq_trace_buf_s *b = _sq_trace_self;
-	if (session == 0 || b == NULL || b->session != session ||
-			b->recs == NULL)
+	if (session != 0 && b->session == session)
+		_sq_trace_append(b, _sq_trace_clock(), _sq_trace_word(
+				SQ_REC_INSTANT, SQ_TRACE_SIGNAL, 0, 0),
+				(uint64_t)signo, 0);
+}
+
+/* ---- What the observation points call -------------------------------------
+ *
+ * Reached only when the word the points look at is not zero: a tracer has
+ * attached a probe, or a trace is being recorded. Each fires its probe (a
+ * nop unless a tracer attached it) and records when recording. */
+
+#define SQ_RECORDING()                                                         \
+	(__atomic_load_n(&_sq_observe.half.recording, __ATOMIC_RELAXED) != 0)
+
+uint32_t
+_sq_obs_submit(struct sq_queue_s *q, const void *func, const void *key,
+		unsigned kind)
+{
+	SQ_PROBE4(submit, q->obj.label, func, key, kind);
+	return SQ_RECORDING() ? _sq_trace_submit(q, func, kind) : 0;
+}
+
+void
+_sq_obs_submit_push(struct sq_cont_s *c, struct sq_queue_s *q, unsigned kind)
+{
+	SQ_PROBE4(submit, q->obj.label, c->func, c, kind);
+	if (SQ_RECORDING())
+		c->job.trace_flow = _sq_trace_submit(q, (const void *)c->func,
+				kind);
+	_sq_queue_push(q, &c->job);
+}
+
+void
+_sq_obs_task_begin(uint32_t flow, struct sq_queue_s *q, const void *func,
+		const void *key)
+{
+	SQ_PROBE4(task__start, q->obj.label, func, key, q);
+	if (SQ_RECORDING())
+		_sq_trace_begin(SQ_TRACE_TASK, flow, q, func);
+}
+
+void
+_sq_obs_cont_begin(struct sq_cont_s *c)
+{
+	_sq_obs_task_begin(c->job.trace_flow, c->queue, (const void *)c->func,
+			c);
+}
+
+void
+_sq_obs_task_end(struct sq_queue_s *q)
+{
+	SQ_PROBE2(task__end, q->obj.label, q);
+	if (SQ_RECORDING())
+		_sq_trace_end(SQ_TRACE_TASK);
+}
+
+void
+_sq_obs_sync_call(struct sq_queue_s *q, sq_function_t func, void *ctx)
+{
+	SQ_PROBE3(sync__start, q->obj.label, func, q);
+	if (SQ_RECORDING())
+		_sq_trace_sync_call(q, func, ctx);
+	else
+		func(ctx);
+	SQ_PROBE2(sync__end, q->obj.label, q);
+}
+
+void
+_sq_obs_swift_job_begin(void *job)
+{
+	SQ_PROBE1(swift__job__start, job);
+	if (SQ_RECORDING())
+		_sq_trace_swift_job_begin(job);
+}
+
+void
+_sq_obs_swift_job_end(void *job)
+{
+	SQ_PROBE1(swift__job__end, job);
+	if (SQ_RECORDING())
+		_sq_trace_end(SQ_TRACE_SWIFT_JOB);
+}
+
+void
+_sq_obs_handler_begin(unsigned source_kind, const char *type_name,
+		uintptr_t handle, unsigned handler, const void *func)
+{
+	SQ_PROBE4(handler__start, type_name, handle, handler, func);
+	if (SQ_RECORDING())
+		_sq_trace_handler_begin(source_kind, handler, func);
+}
+
+void
+_sq_obs_handler_end(const char *type_name, uintptr_t handle)
+{
+	SQ_PROBE2(handler__end, type_name, handle);
+	if (SQ_RECORDING())
+		_sq_trace_end(SQ_TRACE_HANDLER);
+}
+
+void
+_sq_obs_event_begin(unsigned source_kind, const char *type_name,
+		uintptr_t handle, uintptr_t data)
+{
+	SQ_PROBE3(source__event, type_name, handle, data);
+	if (SQ_RECORDING())
+		_sq_trace_event_begin(source_kind, handle, data);
+}
+
+void
+_sq_obs_timer_begin(uint32_t flow, bool after, uint64_t deadline,
+		uint64_t now)
+{
+	SQ_PROBE3(timer__fire, deadline, now, after);
+	if (SQ_RECORDING())
+		_sq_trace_timer_begin(flow, after, now > deadline
+				? now - deadline : 0);
+}
+
+void
+_sq_obs_io_begin(uint32_t flow, int fd, bool write, size_t length)
+{
+	SQ_PROBE3(io__start, fd, write, length);
+	if (SQ_RECORDING())
+		_sq_trace_io_begin(flow, fd, write, length);
+}
+
+void
+_sq_obs_io_end(int fd, ssize_t result)
+{
+	SQ_PROBE2(io__end, fd, result);
+	if (SQ_RECORDING())
+		_sq_trace_end(SQ_TRACE_IO);
+}
+
+void
+_sq_obs_end(unsigned slice)
+{
+	if (SQ_RECORDING())
+		_sq_trace_end(slice);
+}
+
+void
+_sq_obs_pool(unsigned kind, uint64_t a, uint64_t b, int32_t live,
+		int32_t idle, int32_t searching)
+{
+	switch (kind) {
+	case SQ_TRACE_WAKE:
+		SQ_PROBE1(worker__wake, a);
+		break;
+	case SQ_TRACE_PARK:
+		SQ_PROBE1(worker__park, a);
+		break;
+	case SQ_TRACE_SPAWN:
+		SQ_PROBE2(worker__spawn, a, b);
+		break;
+	case SQ_TRACE_NET:
+		SQ_PROBE1(net__fire, a);
+		break;
+	default:
+		break;
+	}
+	if (!SQ_RECORDING())
 		return;
-	struct sq_trace_rec_s *r = &b->recs[b->head & b->mask];
-	r->t = _sq_trace_clock();
-	r->type = SQ_REC_INSTANT;
-	r->kind = SQ_TRACE_SIGNAL;
-	r->small = 0;
-	r->flow = 0;
-	r->a = (uint64_t)signo;
-	r->b = 0;
-	_sq_trace_commit(b);
+	if (kind != SQ_TRACE_COUNTERS)
+		_sq_trace_instant(kind, a, b);
+	_sq_trace_pool(live, idle, searching);
+}
+
+void
+_sq_obs_signal(int signo)
+{
+	SQ_PROBE1(signal, signo);
+	if (SQ_RECORDING())
+		_sq_trace_signal(signo);
 }
 
 /* ---- Symbols ----------------------------------------------------------------
@@ -1669,12 +1990,14 @@ sq_trace_start(const char *path)
 	if (_sq_trace.flow_counter == 0)
 		_sq_trace.flow_counter = SQ_TRACE_FLOW_BLOCK;
 	_sq_trace_clock_pair(&_sq_trace.raw0, &_sq_trace.ns0);
-	if (++_sq_trace.sessions == 0)
+	if (++_sq_trace.sessions >= SQ_TRACE_NO_SESSION)
 		_sq_trace.sessions = 1;
 	_sq_trace.recording = true;
-	/* Release: a thread that sees the session sees the state above. */
+	/* Release: a thread that sees the session sees the state above.
+	 * Then the points' word: they start calling the recorder. */
 	__atomic_store_n(&_sq_trace_session, _sq_trace.sessions,
 			__ATOMIC_RELEASE);
+	__atomic_store_n(&_sq_observe.half.recording, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&_sq_trace.lock);
 	return 0;
 }
@@ -1691,6 +2014,7 @@ sq_trace_stop(void)
 	uint32_t session = _sq_trace.sessions;
 	/* Seq-cst: every record begun after this sees the recording off;
 	 * at most one per thread was begun before (see the file comment). */
+	__atomic_store_n(&_sq_observe.half.recording, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&_sq_trace_session, 0, __ATOMIC_SEQ_CST);
 	_sq_trace.recording = false;
 	uint64_t end_raw, end_ns;
@@ -1748,6 +2072,7 @@ _sq_trace_atfork_child(void)
 	/* Only this thread exists: the rings and the registry are ours to
 	 * drop; the file is the parent's. */
 	_sq_trace_session = 0;
+	_sq_observe.half.recording = 0;
 	_sq_trace.lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	_sq_trace.recording = false;
 	if (_sq_trace.fd >= 0)
@@ -1764,7 +2089,7 @@ _sq_trace_atfork_child(void)
 	_sq_trace.bufs = NULL;
 	if (_sq_trace.key_made)
 		pthread_setspecific(_sq_trace.key, NULL);
-	_sq_trace_self = NULL;
+	_sq_trace_self = &_sq_trace_none;
 	_sq_trace_inherited = 0;
 	_sq_trace_kind = 0;
 	_sq_trace_labels.lock = (sq_spinlock_t)SQ_SPINLOCK_INIT;

@@ -10,12 +10,15 @@
  *   - a USDT probe (<sys/sdt.h>), which perf, bpftrace and SystemTap attach
  *     to in a running process.
  *
- * Cost while no trace is recorded and no tracer is attached: one relaxed
- * load and one branch predicted not taken (the trace), and one nop (the
- * probe: its arguments are asm operands that name registers or memory the
- * values already live in, so no code computes them). -DSQ_NO_TRACE removes
- * both, for measuring that cost. Where <sys/sdt.h> is missing (Debian:
- * systemtap-sdt-dev) the probes are left out and tracing still works.
+ * Every point first compares one word with zero, `_sq_observe`: its low
+ * half is the probes' USDT semaphore (the kernel adds one to it for each
+ * probe a tracer attaches, and takes it back when the tracer goes), its
+ * high half is 1 while a trace is recorded. Off (no tracer, no recording),
+ * a point costs that compare and a jump predicted not taken; the probes,
+ * their arguments and the recording are all in functions of trace.c that
+ * only that jump reaches. -DSQ_NO_TRACE removes the points, for measuring
+ * what they cost. Where <sys/sdt.h> is missing (Debian: systemtap-sdt-dev)
+ * the probes are left out and tracing still works.
  *
  * Not installed; the public calls are in <swiftqueues/trace.h>.
  */
@@ -23,33 +26,6 @@
 #define SWIFTQUEUES_TRACE_INTERNAL_H
 
 #include "queue_internal.h"
-
-/* ---- Probes ------------------------------------------------------------- */
-
-#if !defined(SQ_NO_TRACE) && defined(__has_include)
-#if __has_include(<sys/sdt.h>)
-#include <sys/sdt.h>
-#define SQ_HAVE_PROBES 1
-#endif
-#endif
-
-#ifdef SQ_HAVE_PROBES
-#define SQ_PROBE1(name, a) STAP_PROBE1(swiftqueues, name, a)
-#define SQ_PROBE2(name, a, b) STAP_PROBE2(swiftqueues, name, a, b)
-#define SQ_PROBE3(name, a, b, c) STAP_PROBE3(swiftqueues, name, a, b, c)
-#define SQ_PROBE4(name, a, b, c, d) STAP_PROBE4(swiftqueues, name, a, b, c, d)
-#define SQ_PROBE5(name, a, b, c, d, e)                                         \
-	STAP_PROBE5(swiftqueues, name, a, b, c, d, e)
-#else
-#define SQ_PROBE1(name, a) ((void)0)
-#define SQ_PROBE2(name, a, b) ((void)0)
-#define SQ_PROBE3(name, a, b, c) ((void)0)
-#define SQ_PROBE4(name, a, b, c, d) ((void)0)
-#define SQ_PROBE5(name, a, b, c, d, e) ((void)0)
-#endif
-
-/* Probe arguments are integers: pointers go as uintptr_t. */
-#define SQ_PROBE_PTR(p) ((uintptr_t)(p))
 
 /* ---- Record kinds --------------------------------------------------------- */
 
@@ -78,36 +54,86 @@ enum sq_trace_submit {
 
 /* Instants. */
 enum sq_trace_instant {
-	SQ_TRACE_WAKE = 1,    /* a: worker woken */
-	SQ_TRACE_PARK,        /* the calling worker goes to sleep */
+	SQ_TRACE_COUNTERS = 0, /* only the pool's counters */
+	SQ_TRACE_WAKE,        /* a: worker woken */
+	SQ_TRACE_PARK,        /* a: the calling worker, going to sleep */
 	SQ_TRACE_SPAWN,       /* a: worker started; b: 1 by the monitor */
 	SQ_TRACE_NET,         /* a: worker the safety net woke */
 	SQ_TRACE_SIGNAL,      /* a: signal number */
 };
 
-/* ---- The recorder's entry points (trace.c) --------------------------------
- *
- * Called only while a trace is recorded (behind SQ_TRACING()). */
+/* ---- The word every point looks at ----------------------------------------- */
 
-SQ_INTERNAL extern uint32_t _sq_trace_session; /* 0: not recording */
+union sq_observe_u {
+	uint32_t word;
+	struct {
+		uint16_t probes;    /* the USDT semaphore (offset 0) */
+		uint16_t recording; /* 1 while a trace is recorded */
+	} half;
+};
 
-SQ_INTERNAL uint32_t _sq_trace_submit(struct sq_queue_s *q, const void *func,
+SQ_INTERNAL extern union sq_observe_u _sq_observe;
+
+/* A relaxed look: a point that misses a change by a moment only misses an
+ * event or two at the start or end of a recording. The recorder loads the
+ * session again, with acquire, before it touches a ring. */
+#ifdef SQ_NO_TRACE
+#define SQ_OBSERVED() 0
+#elif defined(__x86_64__) && !defined(SQ_TSAN)
+/* One compare of memory with 0 and a jump (x86 loads are atomic), where
+ * the compiler would load, test and jump. */
+SQ_INLINE bool
+_sq_observed(void)
+{
+	__asm__ goto("cmpl $0, %0\n\tjne %l[on]"
+			: : "m"(_sq_observe.word) : "cc" : on);
+	return false;
+on:
+	return true;
+}
+#define SQ_OBSERVED() _sq_observed()
+#elif defined(SQ_TSAN)
+/* Each half as the atomic it is written as (the kernel's writes to the
+ * probes' half are not seen by the sanitizer). */
+#define SQ_OBSERVED()                                                          \
+	SQ_UNLIKELY((__atomic_load_n(&_sq_observe.half.recording,              \
+			__ATOMIC_RELAXED) | __atomic_load_n(                   \
+			&_sq_observe.half.probes, __ATOMIC_RELAXED)) != 0)
+#else
+#define SQ_OBSERVED()                                                          \
+	SQ_UNLIKELY(__atomic_load_n(&_sq_observe.word, __ATOMIC_RELAXED) != 0)
+#endif
+
+/* ---- What the points call (trace.c), only when observed ------------------- */
+
+SQ_INTERNAL uint32_t _sq_obs_submit(struct sq_queue_s *q, const void *func,
+		const void *key, unsigned kind);
+SQ_INTERNAL void _sq_obs_submit_push(struct sq_cont_s *c, struct sq_queue_s *q,
 		unsigned kind);
-SQ_INTERNAL void _sq_trace_begin(unsigned slice, uint32_t flow,
-		struct sq_queue_s *q, const void *func);
-SQ_INTERNAL void _sq_trace_end(unsigned slice);
-SQ_INTERNAL void _sq_trace_swift_job_begin(void *job);
-SQ_INTERNAL void _sq_trace_handler_begin(unsigned source_kind,
-		unsigned handler, const void *func);
-SQ_INTERNAL void _sq_trace_event_begin(unsigned source_kind, uintptr_t handle,
-		uintptr_t data);
-SQ_INTERNAL void _sq_trace_timer_begin(uint32_t flow, bool after,
-		uint64_t late_ns);
-SQ_INTERNAL void _sq_trace_io_begin(uint32_t flow, int fd, bool write,
+SQ_INTERNAL void _sq_obs_task_begin(uint32_t flow, struct sq_queue_s *q,
+		const void *func, const void *key);
+SQ_INTERNAL void _sq_obs_cont_begin(struct sq_cont_s *c);
+SQ_INTERNAL void _sq_obs_task_end(struct sq_queue_s *q);
+SQ_INTERNAL void _sq_obs_sync_call(struct sq_queue_s *q, sq_function_t func,
+		void *ctx);
+SQ_INTERNAL void _sq_obs_swift_job_begin(void *job);
+SQ_INTERNAL void _sq_obs_swift_job_end(void *job);
+SQ_INTERNAL void _sq_obs_handler_begin(unsigned source_kind,
+		const char *type_name, uintptr_t handle, unsigned handler,
+		const void *func);
+SQ_INTERNAL void _sq_obs_handler_end(const char *type_name, uintptr_t handle);
+SQ_INTERNAL void _sq_obs_event_begin(unsigned source_kind,
+		const char *type_name, uintptr_t handle, uintptr_t data);
+SQ_INTERNAL void _sq_obs_timer_begin(uint32_t flow, bool after,
+		uint64_t deadline, uint64_t now);
+SQ_INTERNAL void _sq_obs_io_begin(uint32_t flow, int fd, bool write,
 		size_t length);
-SQ_INTERNAL void _sq_trace_instant(unsigned kind, uint64_t a, uint64_t b);
-SQ_INTERNAL void _sq_trace_pool(int32_t live, int32_t idle,
-		int32_t searching);
+SQ_INTERNAL void _sq_obs_io_end(int fd, ssize_t result);
+SQ_INTERNAL void _sq_obs_end(unsigned slice);
+SQ_INTERNAL void _sq_obs_pool(unsigned kind, uint64_t a, uint64_t b,
+		int32_t live, int32_t idle, int32_t searching);
+SQ_INTERNAL void _sq_obs_signal(int signo);
+
 /* The next submission (or in-place run) on this thread continues this
  * flow instead of starting one: an after's work, from its timer. */
 SQ_INTERNAL extern SQ_TLS uint32_t _sq_trace_inherited;
@@ -139,9 +165,6 @@ _sq_trace_set_role(int role, int index)
 /* The signal watcher: registers its ring (when recording) so that its
  * handler, which must not allocate, can record the signals it catches. */
 SQ_INTERNAL void _sq_trace_attach_here(void);
-/* From the signal handler: records signal `signo` if this thread is the
- * watcher and has a ring (async-signal-safe). */
-SQ_INTERNAL void _sq_trace_signal(int signo);
 
 /* Swift jobs (swift_executor.c): the job's task id and priority. */
 SQ_INTERNAL void _sq_swift_job_info(void *job, uint64_t *task_id,
@@ -150,181 +173,157 @@ SQ_INTERNAL void _sq_swift_job_info(void *job, uint64_t *task_id,
 /* fork() child: nothing recorded, the parent's file and rings forgotten. */
 SQ_INTERNAL void _sq_trace_atfork_child(void);
 
-/* ---- The points ------------------------------------------------------------
- *
- * Relaxed load of the session: a thread that sees a new session a little
- * late misses its first events, nothing worse; the recorder's functions
- * load it again with acquire before they touch the session's state. */
-
-#ifndef SQ_NO_TRACE
-#define SQ_TRACING()                                                           \
-	SQ_UNLIKELY(__atomic_load_n(&_sq_trace_session, __ATOMIC_RELAXED) != 0)
-#else
-#define SQ_TRACING() 0
-#endif
+/* ---- The points -------------------------------------------------------------- */
 
 #ifndef SQ_NO_TRACE
 
-/* Continuation c, just made, is submitted to q: sets its flow id. */
+/* Continuation c, just made, is submitted to q: sets its flow id while
+ * recording. Otherwise the field keeps what it had (0 in a new one, or an
+ * id from an earlier recording, which no submission of this one has: the
+ * writer draws no arrow to it), and costs no store. */
 #define SQ_TRACE_SUBMIT(c, q, kind)                                            \
 	do {                                                                   \
-		SQ_PROBE4(submit, SQ_PROBE_PTR((q)->obj.label),                \
-				SQ_PROBE_PTR((c)->func), SQ_PROBE_PTR(c),      \
-				(kind));                                       \
-		(c)->job.trace_flow = SQ_TRACING() ? _sq_trace_submit((q),     \
-				(const void *)(c)->func, (kind)) : 0;          \
+		if (SQ_OBSERVED())                                             \
+			(c)->job.trace_flow = _sq_obs_submit((q),              \
+					(const void *)(c)->func, (c), (kind)); \
 	} while (0)
 
-/* A submission that is not a continuation (an after, a deferred run):
- * stores its flow id in `var`, kept by the caller. */
-#define SQ_TRACE_SUBMIT_ID(var, q, func, key, kind)                            \
+/* The same, and then the push of c onto q (_sq_queue_push): when observed
+ * trace.c does both, so either way the push is a tail call and nothing is
+ * kept across a call for the point. */
+#define SQ_TRACE_SUBMIT_PUSH(c, q, kind)                                       \
 	do {                                                                   \
-		SQ_PROBE4(submit, SQ_PROBE_PTR((q)->obj.label),                \
-				SQ_PROBE_PTR(func), SQ_PROBE_PTR(key),         \
-				(kind));                                       \
-		(var) = SQ_TRACING() ? _sq_trace_submit((q),                   \
-				(const void *)(func), (kind)) : 0;             \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_submit_push((c), (q), (kind));                 \
+		else                                                           \
+			_sq_queue_push((q), &(c)->job);                        \
 	} while (0)
 
-/* Continuation `key` (flow `flow`) of queue q starts / ended running func. */
+/* A submission that is not a continuation (an after, a deferred run, an
+ * I/O hand-off): stores its flow id in `var`, kept by the caller. */
+#define SQ_TRACE_SUBMIT_ID(var, q, func, key, kind)                            \
+	((var) = SQ_OBSERVED() ? _sq_obs_submit((q), (const void *)(func),     \
+			(key), (kind)) : 0)
+
+/* For code that has looked at SQ_OBSERVED() already (queue.c runs a
+ * continuation through a copy of its code made for that case):
+ * continuation c starts running (trace.c reads its queue, function and
+ * flow), and the run of queue q ended. */
+#define SQ_OBS_CONT_BEGIN(c) _sq_obs_cont_begin(c)
+#define SQ_OBS_TASK_END(q) _sq_obs_task_end(q)
+
+/* A run that has no continuation (a function left for after a drain)
+ * starts; the end takes only what is live after the run anyway. */
 #define SQ_TRACE_TASK_BEGIN(flow, q, func, key)                                \
 	do {                                                                   \
-		SQ_PROBE4(task__start, SQ_PROBE_PTR((q)->obj.label),           \
-				SQ_PROBE_PTR(func), SQ_PROBE_PTR(key),         \
-				SQ_PROBE_PTR(q));                              \
-		if (SQ_TRACING())                                              \
-			_sq_trace_begin(SQ_TRACE_TASK, (flow), (q),            \
-					(const void *)(func));                 \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_task_begin((flow), (q), (const void *)(func),  \
+					(key));                                \
 	} while (0)
 
-#define SQ_TRACE_TASK_END(q, func, key)                                        \
+#define SQ_TRACE_TASK_END(q)                                                   \
 	do {                                                                   \
-		SQ_PROBE4(task__end, SQ_PROBE_PTR((q)->obj.label),             \
-				SQ_PROBE_PTR(func), SQ_PROBE_PTR(key),         \
-				SQ_PROBE_PTR(q));                              \
-		if (SQ_TRACING())                                              \
-			_sq_trace_end(SQ_TRACE_TASK);                          \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_task_end(q);                                   \
 	} while (0)
 
-/* q's work func runs on the calling thread (sync, in place). */
-#define SQ_TRACE_SYNC_BEGIN(q, func)                                           \
+/* Calls func(ctx) as q's work on the calling thread (sync, in place); when
+ * observed, through trace.c, which marks its start and end: one look
+ * either way. */
+#define SQ_TRACE_SYNC_CALL(q, func, ctx)                                       \
 	do {                                                                   \
-		SQ_PROBE3(sync__start, SQ_PROBE_PTR((q)->obj.label),           \
-				SQ_PROBE_PTR(func), SQ_PROBE_PTR(q));          \
-		if (SQ_TRACING())                                              \
-			_sq_trace_begin(SQ_TRACE_SYNC, 0, (q),                 \
-					(const void *)(func));                 \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_sync_call((q), (func), (ctx));                 \
+		else                                                           \
+			(func)(ctx);                                           \
 	} while (0)
 
-#define SQ_TRACE_SYNC_END(q, func)                                             \
-	do {                                                                   \
-		SQ_PROBE3(sync__end, SQ_PROBE_PTR((q)->obj.label),             \
-				SQ_PROBE_PTR(func), SQ_PROBE_PTR(q));          \
-		if (SQ_TRACING())                                              \
-			_sq_trace_end(SQ_TRACE_SYNC);                          \
-	} while (0)
-
-/* A Swift job runs (the job pointer; the task id is read when tracing). */
+/* A Swift job runs (its task id and priority are read when observed). */
 #define SQ_TRACE_SWIFT_JOB_BEGIN(job)                                          \
 	do {                                                                   \
-		SQ_PROBE1(swift__job__start, SQ_PROBE_PTR(job));               \
-		if (SQ_TRACING())                                              \
-			_sq_trace_swift_job_begin(job);                        \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_swift_job_begin(job);                          \
 	} while (0)
 
 #define SQ_TRACE_SWIFT_JOB_END(job)                                            \
 	do {                                                                   \
-		SQ_PROBE1(swift__job__end, SQ_PROBE_PTR(job));                 \
-		if (SQ_TRACING())                                              \
-			_sq_trace_end(SQ_TRACE_SWIFT_JOB);                     \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_swift_job_end(job);                            \
 	} while (0)
 
 /* A source's handler (0 event, 1 cancel, 2 registration) starts / ends. */
 #define SQ_TRACE_HANDLER_BEGIN(s, handler, func)                               \
 	do {                                                                   \
-		SQ_PROBE4(handler__start, SQ_PROBE_PTR((s)->type->name),       \
-				(s)->handle, (handler), SQ_PROBE_PTR(func));   \
-		if (SQ_TRACING())                                              \
-			_sq_trace_handler_begin((s)->type->kind, (handler),    \
-					(const void *)(func));                 \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_handler_begin((s)->type->kind,                 \
+					(s)->type->name, (s)->handle,          \
+					(handler), (const void *)(func));      \
 	} while (0)
 
 #define SQ_TRACE_HANDLER_END(s)                                                \
 	do {                                                                   \
-		SQ_PROBE2(handler__end, SQ_PROBE_PTR((s)->type->name),         \
-				(s)->handle);                                  \
-		if (SQ_TRACING())                                              \
-			_sq_trace_end(SQ_TRACE_HANDLER);                       \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_handler_end((s)->type->name, (s)->handle);     \
 	} while (0)
 
 /* An event (value) is folded into source s. */
 #define SQ_TRACE_EVENT_BEGIN(s, value)                                         \
 	do {                                                                   \
-		SQ_PROBE3(source__event, SQ_PROBE_PTR((s)->type->name),        \
-				(s)->handle, (value));                         \
-		if (SQ_TRACING())                                              \
-			_sq_trace_event_begin((s)->type->kind, (s)->handle,    \
-					(value));                              \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_event_begin((s)->type->kind, (s)->type->name,  \
+					(s)->handle, (value));                 \
 	} while (0)
 
 #define SQ_TRACE_EVENT_END()                                                   \
 	do {                                                                   \
-		if (SQ_TRACING())                                              \
-			_sq_trace_end(SQ_TRACE_EVENT);                         \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_end(SQ_TRACE_EVENT);                           \
 	} while (0)
 
 /* Timer entry t fires on the loop (`now` on its clock). */
 #define SQ_TRACE_TIMER_BEGIN(t, now, after)                                    \
 	do {                                                                   \
-		SQ_PROBE3(timer__fire, (t)->deadline, (now), (after));         \
-		if (SQ_TRACING())                                              \
-			_sq_trace_timer_begin((t)->trace_flow, (after),        \
-					(now) > (t)->deadline                  \
-					? (now) - (t)->deadline : 0);          \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_timer_begin((t)->trace_flow, (after),          \
+					(t)->deadline, (now));                 \
 	} while (0)
 
 #define SQ_TRACE_TIMER_END()                                                   \
 	do {                                                                   \
-		if (SQ_TRACING())                                              \
-			_sq_trace_end(SQ_TRACE_TIMER);                         \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_end(SQ_TRACE_TIMER);                           \
 	} while (0)
 
 /* An I/O operation's system call on descriptor fd (flow: its hand-off). */
 #define SQ_TRACE_IO_BEGIN(flow, fd, write, length)                             \
 	do {                                                                   \
-		SQ_PROBE3(io__start, (fd), (write), (length));                 \
-		if (SQ_TRACING())                                              \
-			_sq_trace_io_begin((flow), (fd), (write), (length));   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_io_begin((flow), (fd), (write), (length));     \
 	} while (0)
 
 #define SQ_TRACE_IO_END(fd, result)                                            \
 	do {                                                                   \
-		SQ_PROBE2(io__end, (fd), (result));                            \
-		if (SQ_TRACING())                                              \
-			_sq_trace_end(SQ_TRACE_IO);                            \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_io_end((fd), (result));                        \
+	} while (0)
+
+/* A pool event (kind, a, b) with the pool's counters, read only then. */
+#define SQ_TRACE_POOL(kind, a, b, live, idle, searching)                       \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_pool((kind), (a), (b), (live), (idle),         \
+					(searching));                          \
 	} while (0)
 
 /* A signal caught by the runtime's handler (async-signal-safe). */
 #define SQ_TRACE_SIGNAL(signo)                                                 \
 	do {                                                                   \
-		SQ_PROBE1(signal, (signo));                                    \
-		if (SQ_TRACING())                                              \
-			_sq_trace_signal(signo);                               \
-	} while (0)
-
-/* A pool event: probe `probe` with (a, b); in a trace an instant and the
- * pool's counters, read only then. */
-#define SQ_TRACE_POOL_INSTANT(probe, kind, a, b, live, idle, searching)       \
-	do {                                                                   \
-		SQ_PROBE2(probe, (a), (b));                                    \
-		if (SQ_TRACING()) {                                            \
-			_sq_trace_instant((kind), (a), (b));                   \
-			_sq_trace_pool((live), (idle), (searching));           \
-		}                                                              \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_signal(signo);                                 \
 	} while (0)
 
 /* The next submissions from this thread continue `flow` / are of `kind`:
- * plain thread-local stores, made whether or not a trace is recorded, so
+ * plain thread-local stores, made whether or not anything is observed, so
  * none is left set for the next recording. */
 #define SQ_TRACE_INHERIT(flow) ((void)(_sq_trace_inherited = (flow)))
 #define SQ_TRACE_SUBMIT_KIND(kind) ((void)(_sq_trace_kind = (kind)))
@@ -332,11 +331,13 @@ SQ_INTERNAL void _sq_trace_atfork_child(void);
 #else /* SQ_NO_TRACE */
 
 #define SQ_TRACE_SUBMIT(c, q, kind) ((void)0)
+#define SQ_TRACE_SUBMIT_PUSH(c, q, kind) _sq_queue_push((q), &(c)->job)
 #define SQ_TRACE_SUBMIT_ID(var, q, func, key, kind) ((var) = 0)
+#define SQ_OBS_CONT_BEGIN(c) ((void)0)
+#define SQ_OBS_TASK_END(q) ((void)0)
 #define SQ_TRACE_TASK_BEGIN(flow, q, func, key) ((void)0)
-#define SQ_TRACE_TASK_END(q, func, key) ((void)0)
-#define SQ_TRACE_SYNC_BEGIN(q, func) ((void)0)
-#define SQ_TRACE_SYNC_END(q, func) ((void)0)
+#define SQ_TRACE_TASK_END(q) ((void)0)
+#define SQ_TRACE_SYNC_CALL(q, func, ctx) ((func)(ctx))
 #define SQ_TRACE_SWIFT_JOB_BEGIN(job) ((void)0)
 #define SQ_TRACE_SWIFT_JOB_END(job) ((void)0)
 #define SQ_TRACE_HANDLER_BEGIN(s, handler, func) ((void)0)
@@ -346,10 +347,9 @@ SQ_INTERNAL void _sq_trace_atfork_child(void);
 #define SQ_TRACE_TIMER_BEGIN(t, now, after) ((void)0)
 #define SQ_TRACE_TIMER_END() ((void)0)
 #define SQ_TRACE_IO_BEGIN(flow, fd, write, length) ((void)0)
-#define SQ_TRACE_IO_END(fd, result) ((void)0)
+#define SQ_TRACE_IO_END(fd, result) ((void)(fd))
+#define SQ_TRACE_POOL(kind, a, b, live, idle, searching) ((void)0)
 #define SQ_TRACE_SIGNAL(signo) ((void)0)
-#define SQ_TRACE_POOL_INSTANT(probe, kind, a, b, live, idle, searching)       \
-	((void)0)
 #define SQ_TRACE_INHERIT(flow) ((void)0)
 #define SQ_TRACE_SUBMIT_KIND(kind) ((void)0)
 

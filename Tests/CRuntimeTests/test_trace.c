@@ -7,11 +7,23 @@
  * stop, a fork() child that records nothing (and can record on its own),
  * SQ_TRACE at start with %p, and the errors of the calls.
  */
-#include "sqtest.h"
+#include "queue_helpers.h"
 #include "json_helpers.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
+
+/* The fork test's child starts threads after a multi-threaded fork, from
+ * a runtime reset to one thread: a case ThreadSanitizer follows once told
+ * to (as in test_fork.c). */
+#if SQT_TSAN
+const char *__tsan_default_options(void);
+const char *
+__tsan_default_options(void)
+{
+	return "die_after_fork=0";
+}
+#endif
 
 static char dir[] = "/tmp/sq-trace-XXXXXX";
 
