@@ -150,9 +150,9 @@ teardown_with_size(void)
 const bench_scenario_t bench_trace[] = {
 	{ "tracing on: async serial", 500000,
 	  async_serial_traced, async_serial,
-	  "tracing off", 0, setup, teardown_with_size, 100 },
+	  "tracing off", -100, setup, teardown_with_size },
 	{ "tracing on: sync idle serial", 2000000,
 	  sync_idle_traced, sync_idle,
-	  "tracing off", 0, setup, teardown, 0 },
-	{ NULL, 0, NULL, NULL, NULL, 0, NULL, NULL, 0 }
+	  "tracing off", 0, setup, teardown },
+	{ NULL, 0, NULL, NULL, NULL, 0, NULL, NULL }
 };

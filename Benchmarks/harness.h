@@ -31,11 +31,11 @@ typedef struct bench_scenario_s {
 	bench_fn ours;            /* the SwiftQueues side */
 	bench_fn theirs;          /* libdispatch, or the baseline */
 	const char *theirs_label; /* "libdispatch", or what the baseline is */
-	double target;            /* ours/theirs must be <= target; 0: none */
+	double target;            /* ours/theirs must be <= target; 0: none;
+	                             negative: ours - theirs (an added cost)
+	                             must be <= -target ns/op */
 	void (*setup)(void);      /* optional: once, before the first run */
 	void (*teardown)(void);   /* optional: once, after the last run */
-	double max_extra_ns;      /* or: ours - theirs must be <= this many
-	                             ns/op (an added cost); 0: none */
 } bench_scenario_t;
 
 /* The scenario tables, one per bench_<area>.c. */

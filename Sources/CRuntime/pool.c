@@ -1191,8 +1191,11 @@ _sq_monitor_main(void *unused)
 		 * gets a short nap again. (Work seen by one look only, a
 		 * burst in progress, leaves the nap as long as it was.) */
 		nap_ns = SQ_MONITOR_NAP_NS;
-		SQ_TRACE_POOL(SQ_TRACE_COUNTERS, 0, 0, _sq_pool.live,
-				_sq_pool.nidle, _sq_pool.searching);
+		SQ_TRACE_POOL(SQ_TRACE_COUNTERS, 0, 0,
+				__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),
+				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED),
+				__atomic_load_n(&_sq_pool.searching,
+					__ATOMIC_RELAXED));
 		/* Safety net (SQ_MONITOR_NET=0 turns it off): work waits, a
 		 * worker is idle, and no worker started a job for a few
 		 * ticks. The wake-up protocol never leaves that state
