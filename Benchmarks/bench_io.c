@@ -435,7 +435,7 @@ echo_teardown(void)
 	dispatch_release(et.sq);
 }
 
-/* ---- growing data piece by piece (issue 12, item 5) ---------------------- */
+/* ---- growing data piece by piece ----------------------------------------- */
 
 /* ops one-byte pieces appended one at a time: O(ops) for us (amortised
  * appends), O(ops^2) for libdispatch (each concat copies the piece list). */
@@ -545,7 +545,7 @@ pieces_theirs(size_t ops)
 	dispatch_release(q);
 }
 
-/* ---- many small files (issue 12, item 6) ---------------------------------- */
+/* ---- many small files ----------------------------------------------------- */
 
 /* A generated tree of small files (1 to 32 KiB, 14 KiB on average, much
  * like /usr/include); a run reads ops of them, whole, all in flight. */

@@ -1349,6 +1349,7 @@ static const char *
 _sq_source_kind_name(unsigned kind)
 {
 	static const char *const names[] = {
+		[0] = "I/O",
 		[SQ_SOURCE_DATA_ADD] = "data add",
 		[SQ_SOURCE_DATA_OR] = "data or",
 		[SQ_SOURCE_DATA_REPLACE] = "data replace",

@@ -34,7 +34,8 @@ enum sq_trace_slice {
 	SQ_TRACE_TASK = 1,    /* a continuation run by a drainer or worker */
 	SQ_TRACE_SYNC,        /* work run on the calling thread (sync, in place) */
 	SQ_TRACE_SWIFT_JOB,   /* a Swift job under the installed executor */
-	SQ_TRACE_HANDLER,     /* a source's event / cancel / registration handler */
+	SQ_TRACE_HANDLER,     /* a source's event / cancel / registration handler,
+	                         or an I/O handler (source kind 0) */
 	SQ_TRACE_EVENT,       /* an event folded into a source */
 	SQ_TRACE_TIMER,       /* a timer entry firing on the event loop */
 	SQ_TRACE_IO,          /* an I/O operation's system call */
@@ -266,6 +267,20 @@ SQ_INTERNAL void _sq_trace_atfork_child(void);
 			_sq_obs_handler_end((s)->type->name, (s)->handle);     \
 	} while (0)
 
+/* An I/O handler function is called for a channel on descriptor fd. */
+#define SQ_TRACE_IO_HANDLER_BEGIN(fd, func)                                    \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_handler_begin(0, "I/O", (uintptr_t)(fd), 0,    \
+					(const void *)(func));                 \
+	} while (0)
+
+#define SQ_TRACE_IO_HANDLER_END(fd)                                            \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_handler_end("I/O", (uintptr_t)(fd));           \
+	} while (0)
+
 /* An event (value) is folded into source s. */
 #define SQ_TRACE_EVENT_BEGIN(s, value)                                         \
 	do {                                                                   \
@@ -342,6 +357,8 @@ SQ_INTERNAL void _sq_trace_atfork_child(void);
 #define SQ_TRACE_SWIFT_JOB_END(job) ((void)0)
 #define SQ_TRACE_HANDLER_BEGIN(s, handler, func) ((void)0)
 #define SQ_TRACE_HANDLER_END(s) ((void)0)
+#define SQ_TRACE_IO_HANDLER_BEGIN(fd, func) ((void)0)
+#define SQ_TRACE_IO_HANDLER_END(fd) ((void)0)
 #define SQ_TRACE_EVENT_BEGIN(s, value) ((void)0)
 #define SQ_TRACE_EVENT_END() ((void)0)
 #define SQ_TRACE_TIMER_BEGIN(t, now, after) ((void)0)

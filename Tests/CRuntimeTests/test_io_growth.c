@@ -1,9 +1,9 @@
 /*
- * Issue 12, item 5: growing data piece by piece is linear. Appending N
- * one-byte pieces one at a time with sq_data_create_concat, and a stream
- * channel gathering N reads of 100 bytes, cost per piece within a small
- * constant of the 10x smaller case (a quadratic growth would be 10x).
- * These compare costs, they do not time anything against a clock budget.
+ * Growing data piece by piece is linear. Appending N one-byte pieces one at
+ * a time with sq_data_create_concat, and a stream channel gathering N reads
+ * of 100 bytes, cost per piece within a small constant of the 10x smaller
+ * case (a quadratic growth would be 10x). These compare costs, they do not
+ * time anything against a clock budget.
  */
 #include "queue_helpers.h"
 

@@ -1,9 +1,8 @@
 /*
- * Issue 12, item 4: every offset a random-access channel computes is
- * checked. Extreme offsets on a descriptor positioned past 0 end with
- * EOVERFLOW (past OFF_MAX) or EINVAL (negative), never with arithmetic
- * that overflows (the ASan build runs this with UBSan, aborting on any
- * report).
+ * Every offset a random-access channel computes is checked. Extreme offsets
+ * on a descriptor positioned past 0 end with EOVERFLOW (past OFF_MAX) or
+ * EINVAL (negative), never with arithmetic that overflows (the ASan build
+ * runs this with UBSan, aborting on any report).
  */
 #include "sqtest.h"
 

@@ -1,8 +1,8 @@
 /*
- * Issue 12, A-C: operations on one descriptor run in the order they were
- * issued, whatever channel or convenience call issued them; sq_read on a
- * stream delivers what is there when the descriptor would block; a
- * channel's cleanup handler never overlaps one of its handler calls.
+ * Operations on one descriptor run in the order they were issued, whatever
+ * channel or convenience call issued them; sq_read on a stream delivers
+ * what is there when the descriptor would block; a channel's cleanup
+ * handler never overlaps one of its handler calls.
  */
 #include "io_helpers.h"
 

@@ -4,9 +4,9 @@
  * test), 64 tasks that each sleep 1 s finish together and never take more
  * than SQ_MAX_THREADS (default 64) workers.
  *
- * Spec: DESIGN.md §3 pool; SEED-FEATURES.md §1.2, §1.20, §8.1 POOL-1,
- * POOL-2, Q-PRIO-1; the issue's "64 tasks that each sleep 1 s" and "HIGH
- * work runs before LOW work when the pool is saturated".
+ * Spec: SEED-FEATURES.md §1.2, §1.20, §8.1 POOL-1, POOL-2, Q-PRIO-1,
+ * including 64 tasks that each sleep 1 s, and HIGH work running before LOW
+ * work when the pool is saturated.
  * The SQ_MAX_THREADS=8 case is test_queue_pool_cap.c (its own process).
  */
 #include "queue_helpers.h"
@@ -231,7 +231,7 @@ test_blocked_workers(void)
 	CHECK(ms < 2000.0); /* compensation reacts in milliseconds */
 }
 
-/* ---- POOL-1 / issue: 64 tasks that each sleep 1 s -------------------------- */
+/* ---- POOL-1: 64 tasks that each sleep 1 s ---------------------------------- */
 
 #define SLEEPERS 64
 
