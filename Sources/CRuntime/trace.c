@@ -598,7 +598,7 @@ _sq_trace_queue_key(struct sq_queue_s *q)
 	return _sq_trace_key(id, q);
 }
 
-/* ---- Entry points from the observation points ----------------------------- */
+/* ---- The records of each kind -------------------------------------------- */
 
 static inline void _sq_trace_end(unsigned slice);
 

@@ -24,9 +24,11 @@ static const char *const expected[] = {
 #define NEXPECTED (sizeof(expected) / sizeof(expected[0]))
 
 /* Marks in `found` the expected probes whose notes `path` has; returns the
- * number of swiftqueues notes, or -1 if the file cannot be read. */
+ * number of swiftqueues notes, or -1 if the file cannot be read. Counts in
+ * *unguarded the notes without a semaphore in the .probes section (every
+ * probe has one: it is how the points know whether a tracer listens). */
 static int
-scan_notes(const char *path, bool found[NEXPECTED])
+scan_notes(const char *path, bool found[NEXPECTED], int *unguarded)
 {
 	int fd = open(path, O_RDONLY);
 	if (fd < 0)
@@ -40,6 +42,13 @@ scan_notes(const char *path, bool found[NEXPECTED])
 		return -1;
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)file;
 	const Elf64_Shdr *sh = (const Elf64_Shdr *)(file + eh->e_shoff);
+	const char *shstr = (const char *)file + sh[eh->e_shstrndx].sh_offset;
+	uint64_t probes_lo = 0, probes_hi = 0;
+	for (int i = 0; i < eh->e_shnum; i++)
+		if (strcmp(shstr + sh[i].sh_name, ".probes") == 0) {
+			probes_lo = sh[i].sh_addr;
+			probes_hi = sh[i].sh_addr + sh[i].sh_size;
+		}
 	int notes = 0;
 	for (int i = 0; i < eh->e_shnum; i++) {
 		if (sh[i].sh_type != SHT_NOTE)
@@ -56,8 +65,13 @@ scan_notes(const char *path, bool found[NEXPECTED])
 				const char *provider = desc + 24;
 				const char *probe = provider + strlen(provider)
 						+ 1;
+				uint64_t sem;
+				memcpy(&sem, desc + 16, sizeof(sem));
 				if (strcmp(provider, "swiftqueues") == 0) {
 					notes++;
+					if (sem == 0 || sem < probes_lo ||
+							sem >= probes_hi)
+						(*unguarded)++;
 					for (size_t k = 0; k < NEXPECTED; k++)
 						if (strcmp(probe, expected[k])
 								== 0)
@@ -76,7 +90,8 @@ static void
 check_notes(const char *path, bool required)
 {
 	bool found[NEXPECTED] = { false };
-	int notes = scan_notes(path, found);
+	int unguarded = 0;
+	int notes = scan_notes(path, found, &unguarded);
 	if (notes < 0) {
 		if (required)
 			CHECK(notes >= 0);
@@ -93,8 +108,10 @@ check_notes(const char *path, bool required)
 		}
 	}
 	CHECK_EQ(missing, 0);
-	printf("probes: %s: %d swiftqueues probe sites, all %zu probes\n",
-			path, notes, NEXPECTED);
+	CHECK_EQ(unguarded, 0);
+	printf("probes: %s: %d swiftqueues probe sites, all %zu probes, each "
+			"with its semaphore in .probes\n", path, notes,
+			NEXPECTED);
 }
 
 /* ---- Attaching ---------------------------------------------------------------- */
