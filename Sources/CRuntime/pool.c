@@ -962,6 +962,9 @@ _sq_worker_park(struct sq_worker_s *w)
 	if (_sq_monotonic_ns() - w->woken_at < SQ_YIELD_WINDOW_NS)
 		sched_yield();
 	SQ_CHAOS_POINT();
+	/* Before the idle list: a record (the first of a trace takes a lock
+	 * and maps a ring) is not time spent counted as idle. */
+	SQ_POOL_EVENT(SQ_TRACE_PARK, w, 0);
 	w->parked_at = _sq_monotonic_ns();
 	__atomic_store_n(&w->parked, 1, __ATOMIC_RELAXED);
 	_sq_idle_push(w);
@@ -977,7 +980,6 @@ _sq_worker_park(struct sq_worker_s *w)
 	}
 	/* (If the removal failed, a waker popped us and counted us as a
 	 * searcher: the wait below returns at once.) */
-	SQ_POOL_EVENT(SQ_TRACE_PARK, w, 0);
 
 	for (;;) {
 		int32_t live = __atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED);
