@@ -13,10 +13,10 @@ import Musl
 /// depth. Swift jobs run by SwiftQueues as the global executor show their
 /// task id and priority.
 ///
-///     try WorkTrace.start(path: "/tmp/app.json")
+///     try WorkTrace.start(path: "app.json")
 ///     defer { try? WorkTrace.stop() }    // writes the file
 ///
-/// Or, without changing the program: `SQ_TRACE=/tmp/app.json` in the
+/// Or, without changing the program: `SQ_TRACE=app.json` in the
 /// environment records from the start and writes the file at exit. Each
 /// thread records into a ring of bounded size (`SQ_TRACE_BUFFER_KB`,
 /// 2048 by default): a long recording keeps the newest events and says how
