@@ -204,6 +204,17 @@ check_structure(const struct trace *t)
 	CHECK_EQ(orphans, 0);
 }
 
+/* The file at `path` is a trace with that structure. */
+static void
+check_file(const char *path)
+{
+	struct trace t;
+	CHECK(trace_load(&t, path));
+	if (t.events)
+		check_structure(&t);
+	trace_free(&t);
+}
+
 /* ---- The known program ------------------------------------------------------- */
 
 static sq_semaphore_t finished;
@@ -507,11 +518,7 @@ test_nothing_after_stop(void)
 	CHECK(!file_has(two, "test.phase.one"));
 	CHECK(!file_has(two, "test.phase.two"));
 	CHECK(!file_has(two, "test.phase.four"));
-	struct trace t;
-	CHECK(trace_load(&t, two));
-	if (t.events)
-		check_structure(&t);
-	trace_free(&t);
+	check_file(two);
 }
 
 /* ---- A tiny ring ------------------------------------------------------------- */
@@ -596,13 +603,8 @@ test_fork_child(void)
 	CHECK(file_has(child, "\"test.fork.child.traced\""));
 	CHECK(!file_has(child, "test.fork.child.untraced"));
 	CHECK(!file_has(child, "test.fork.before"));
-	struct trace t;
-	CHECK(trace_load(&t, parent));
-	if (t.events)
-		check_structure(&t);
-	trace_free(&t);
-	CHECK(trace_load(&t, child));
-	trace_free(&t);
+	check_file(parent);
+	check_file(child);
 }
 
 /* ---- SQ_TRACE ----------------------------------------------------------------- */
@@ -631,11 +633,7 @@ test_environment(const char *self)
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	snprintf(expected, sizeof(expected), "%s/env-%d.json", dir, (int)pid);
 	CHECK(file_has(expected, "\"test.env.work\""));
-	struct trace t;
-	CHECK(trace_load(&t, expected));
-	if (t.events)
-		check_structure(&t);
-	trace_free(&t);
+	check_file(expected);
 }
 
 /* ---- Errors ------------------------------------------------------------------- */
