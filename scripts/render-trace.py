@@ -56,8 +56,11 @@ def main():
     timed = [e for e in events if "ts" in e and e.get("ph") in ("X", "i")]
     t0 = min(e["ts"] for e in timed)
     lo = args.start if args.start is not None else 0.0
-    hi = args.end if args.end is not None else \
-        max(e["ts"] + e.get("dur", 0) for e in timed) / 1000 - t0 / 1000
+    if args.end is not None:
+        hi = args.end
+    else:
+        hi = max(e["ts"] + e.get("dur", 0) for e in timed) / 1000 - t0 / 1000
+        hi += (hi - lo) * 0.03  # room for the last slices' labels
 
     def ms(ts):
         return (ts - t0) / 1000.0
