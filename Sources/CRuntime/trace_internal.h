@@ -174,6 +174,62 @@ SQ_INTERNAL void _sq_swift_job_info(void *job, uint64_t *task_id,
 /* fork() child: nothing recorded, the parent's file and rings forgotten. */
 SQ_INTERNAL void _sq_trace_atfork_child(void);
 
+/* ---- The recorder's rings (trace.c writes them, trace_write.c reads them) -- */
+
+enum {
+	SQ_REC_BEGIN = 1, /* kind: slice; flow: the run's flow (in) */
+	SQ_REC_END,       /* kind: slice */
+	SQ_REC_SUBMIT,    /* kind: submit kind; flow: started here (out) */
+	SQ_REC_INSTANT,   /* kind: instant kind */
+	SQ_REC_POOL,      /* a: live | idle << 16 | searching << 32 */
+};
+
+struct sq_trace_rec_s {
+	uint64_t t;      /* raw clock */
+	union {
+		struct {
+			uint8_t type;  /* SQ_REC_* */
+			uint8_t kind;
+			uint16_t small;
+			uint32_t flow;
+		};
+		uint64_t word;         /* the four, stored at once */
+	};
+	uint64_t a;
+	uint64_t b;
+};
+
+/* One thread's ring. Written only by its owner; read by the writer of the
+ * trace after the recording stopped. */
+struct sq_trace_buf_s {
+	struct sq_trace_rec_s *recs;
+	size_t bytes;          /* the ring's mapping */
+	uint64_t mask;         /* records - 1 (a power of two) */
+	uint64_t head;         /* records written: release store by the owner */
+	uint32_t session;      /* whose records these are: release by the owner */
+	uint32_t flow_next;    /* the owner's block of flow ids */
+	uint32_t flow_end;
+	bool dead;             /* the owner exited (release) */
+	pid_t tid;
+	int sort;              /* the track's place */
+	char name[48];
+	struct sq_trace_buf_s *next; /* the registry, under its lock */
+};
+
+/* What trace_write.c needs to write one recording. */
+struct sq_trace_json_s {
+	int fd;                          /* the trace file (duplicated) */
+	const struct sq_trace_buf_s *bufs; /* every ring (the registry) */
+	uint32_t session;                /* the recording's rings */
+	uint64_t raw0, ns0;              /* raw clock and ns at the start */
+	uint64_t end_raw, end_ns;        /* and at the stop */
+	char *const *labels;             /* label number - 1 -> text */
+	uint32_t nlabels;
+};
+
+/* Writes the trace; returns 0 or an errno value. */
+SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
+
 /* ---- The points -------------------------------------------------------------- */
 
 #ifndef SQ_NO_TRACE
