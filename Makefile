@@ -10,10 +10,15 @@
 #   make test-asan   the same under AddressSanitizer (+ UndefinedBehaviorSanitizer for C;
 #                    swiftc has no UBSan)
 #   make bench       head-to-head benchmarks against the toolchain's libdispatch
+#   make trace-demo  records a trace of Examples/c/pipeline.c into build/ (open it in
+#                    Perfetto UI; docs/OBSERVABILITY.md)
+#   make trace-cost  instructions the trace points add, from callgrind (needs valgrind)
+#   make bench-trace-cost  the C benchmarks against a build without trace points
 #   make install     PREFIX=/usr/local DESTDIR=
 #
 # Every target that needs libevent / liburcu depends on `deps`, which installs
-# them with apt-get when pkg-config cannot find them.
+# them with apt-get when pkg-config cannot find them, and <sys/sdt.h> (the
+# USDT probes; without it the library builds without probes).
 
 PREFIX     ?= /usr/local
 LIBDIR     ?= $(PREFIX)/lib
@@ -64,7 +69,8 @@ BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
 
 .PHONY: all deps lib pc test test-c test-c-wide test-chaos test-chaos-short \
         test-install test-swift test-swift-executor test-snippets test-tsan test-asan \
-        bench demo install uninstall clean
+        bench bench-trace-cost trace-cost trace-demo notrace-lib demo install \
+        uninstall clean
 
 all: lib
 
@@ -75,6 +81,13 @@ deps:
 	  echo "  $$sudo apt-get update && $$sudo apt-get install -y pkg-config libevent-dev liburcu-dev"; \
 	  $$sudo apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq pkg-config libevent-dev liburcu-dev; \
+	fi
+	@if echo '#include <sys/sdt.h>' | $(CC) -E -x c - >/dev/null 2>&1; then :; else \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  echo "SwiftQueues' USDT probes need <sys/sdt.h>; running:"; \
+	  echo "  $$sudo apt-get install -y systemtap-sdt-dev"; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq systemtap-sdt-dev; \
 	fi
 
 lib: deps $(STATIC) $(BUILD)/libswiftqueues.so
@@ -203,6 +216,37 @@ bench: lib
 	$(SWIFT) run -c release --package-path Benchmarks/ExecutorBench \
 	  --scratch-path $(CURDIR)/.build-bench-executor ExecutorBench
 
+# The library without trace points (-DSQ_NO_TRACE), to measure what they
+# cost while nothing observes them.
+NOTRACE := build-notrace
+notrace-lib: deps
+	@$(MAKE) --no-print-directory lib BUILD=$(NOTRACE) CFLAGS="$(CFLAGS) -DSQ_NO_TRACE"
+
+trace-cost: lib notrace-lib
+	sh scripts/trace-cost.sh $(BUILD)
+
+# The whole C table twice, against this build and against one without
+# trace points, and each row's ratio (the figures of a quiet machine only).
+bench-trace-cost: lib notrace-lib
+	$(MAKE) --no-print-directory -C Benchmarks ROOT=$(CURDIR) run
+	$(MAKE) --no-print-directory -C Benchmarks ROOT=$(CURDIR) \
+	  OUT=$(CURDIR)/$(NOTRACE)/bench LIBSQ=$(CURDIR)/$(NOTRACE)/libswiftqueues.a run
+	python3 scripts/compare-bench.py $(BUILD)/bench/results.json \
+	  $(NOTRACE)/bench/results.json
+
+# A trace of the pipeline example (I/O, a concurrent queue, a group, a
+# timer source, an after, the main queue), checked, in $(BUILD)/.
+trace-demo: lib
+	@mkdir -p $(BUILD)/examples
+	$(CC) $(CFLAGS_ALL) -o $(BUILD)/examples/pipeline Examples/c/pipeline.c \
+	  $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS)
+	SQ_TRACE=$(BUILD)/trace-demo.json $(BUILD)/examples/pipeline
+	python3 scripts/check-trace.py $(BUILD)/trace-demo.json \
+	  --expect-thread "main thread" --expect-thread sq.worker \
+	  --expect-thread sq.manager --expect-thread sq.io
+	@echo "Open $(BUILD)/trace-demo.json in Perfetto UI (ui.perfetto.dev: Open trace file)"
+	@echo "or chrome://tracing (Load); docs/OBSERVABILITY.md tells how to read it."
+
 demo: lib
 	@mkdir -p $(BUILD)/examples
 	@for src in Examples/c/*.c; do \
@@ -213,5 +257,5 @@ demo: lib
 	$(SWIFT) run -c release SwiftQueuesDemo
 
 clean:
-	rm -rf build build-tsan build-asan build-chaos
+	rm -rf build build-tsan build-asan build-chaos build-notrace
 	$(MAKE) --no-print-directory -C Benchmarks ROOT=$(CURDIR) clean 2>/dev/null || true

@@ -31,7 +31,9 @@ typedef struct bench_scenario_s {
 	bench_fn ours;            /* the SwiftQueues side */
 	bench_fn theirs;          /* libdispatch, or the baseline */
 	const char *theirs_label; /* "libdispatch", or what the baseline is */
-	double target;            /* ours/theirs must be <= target; 0: none */
+	double target;            /* ours/theirs must be <= target; 0: none;
+	                             negative: ours - theirs (an added cost)
+	                             must be <= -target ns/op */
 	void (*setup)(void);      /* optional: once, before the first run */
 	void (*teardown)(void);   /* optional: once, after the last run */
 } bench_scenario_t;
@@ -42,6 +44,7 @@ extern const bench_scenario_t bench_queues[];
 extern const bench_scenario_t bench_io[];
 extern const bench_scenario_t bench_sources[];
 extern const bench_scenario_t bench_pool[];
+extern const bench_scenario_t bench_trace[];
 
 /* bench_pool.c's child processes: main() runs this instead of the table
  * when BENCH_POOL_CHILD is set, and returns its exit status. */

@@ -14,6 +14,7 @@
  * and its fatal errors come to the runtime, never to stderr or exit().
  */
 #include "event_internal.h"
+#include "trace_internal.h"
 
 #include <event2/event.h>
 #include <event2/thread.h>
@@ -475,7 +476,9 @@ _sq_timers_fire(int clock, uint64_t now, uint64_t limit)
 				t->deadline + SQ_TIMER_AHEAD_NS <=
 				now + SQ_TIMER_CHAIN_NS)
 			limit = t->deadline + SQ_TIMER_AHEAD_NS;
+		SQ_TRACE_TIMER_BEGIN(t, now, t->fire == _sq_after_fire);
 		t->fire(t, early ? t->deadline : now, early);
+		SQ_TRACE_TIMER_END();
 		any = true;
 	}
 	return any;
@@ -670,6 +673,7 @@ static void *
 _sq_loop_main(void *unused)
 {
 	pthread_setname_np(pthread_self(), "sq.manager");
+	_sq_trace_set_role(SQ_ROLE_MANAGER, 0);
 	/* Commands posted before the loop existed (an sq_after that waited
 	 * for it) woke nobody: take them now. */
 	_sq_signals_drain();
@@ -817,12 +821,15 @@ struct sq_after_s {
 static void
 _sq_after_submit(struct sq_after_s *a)
 {
+	/* The arrow from sq_after_f goes on to the work's run. */
+	SQ_TRACE_INHERIT(a->timer.trace_flow);
 	if (a->item) {
 		sq_async_workitem(a->queue, a->item);
 		sq_release(a->item);
 	} else {
 		sq_async_f(a->queue, a->ctx, a->func);
 	}
+	SQ_TRACE_INHERIT(0);
 	_sq_release_internal(a->queue);
 	free(a);
 }
@@ -834,8 +841,11 @@ _sq_after_on_time(struct sq_ontime_s *e)
 	struct sq_after_s *a = caa_container_of(e, struct sq_after_s, ontime);
 	/* A root queue's work runs here (as that queue's work), and so does
 	 * an idle serial queue's, in order: nothing is queued on it. */
-	if (a->item == NULL && _sq_queue_try_run_here_f(a->queue, a->ctx,
-			a->func)) {
+	SQ_TRACE_INHERIT(a->timer.trace_flow);
+	bool here = a->item == NULL && _sq_queue_try_run_here_f(a->queue,
+			a->ctx, a->func);
+	SQ_TRACE_INHERIT(0);
+	if (here) {
 		struct sq_queue_s *q = a->queue;
 		free(a);
 		_sq_release_internal(q);
@@ -907,6 +917,8 @@ _sq_after(sq_time_t when, uint64_t leeway, sq_queue_t queue, void *ctx,
 	a->ctx = ctx;
 	a->func = func;
 	a->item = item;
+	SQ_TRACE_SUBMIT_ID(a->timer.trace_flow, queue, func, a,
+			SQ_SUBMIT_AFTER);
 	_sq_retain_internal(queue);
 	/* Without a loop (no descriptor or thread for it now), the entry
 	 * waits in the command queue; the loop takes it when it starts, on

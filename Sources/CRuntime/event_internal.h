@@ -63,6 +63,7 @@ struct sq_timer_s {
 	uint64_t latest;   /* deadline + leeway, saturated */
 	uint32_t heap_index[2]; /* by deadline, by latest; UINT32_MAX: out */
 	uint8_t clock;
+	uint32_t trace_flow; /* an after's flow id in a trace, else 0 */
 	/* Called on the loop thread when the entry fires (it has already
 	 * been removed from the heaps). `now` is the clock's time; `early`:
 	 * a precise wake-up fired it up to SQ_TIMER_AHEAD_NS ahead, `now`

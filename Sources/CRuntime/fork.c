@@ -24,6 +24,7 @@
  * state another thread was changing, it resets it.
  */
 #include "event_internal.h"
+#include "trace_internal.h"
 
 #include <pthread.h>
 
@@ -32,6 +33,8 @@ uint32_t _sq_fork_generation = 1;
 static void
 _sq_atfork_child(void)
 {
+	/* Nothing is recorded in the child (the parent writes its trace). */
+	_sq_trace_atfork_child();
 	/* Signals first: from here on the child behaves as if the library
 	 * were not there until it calls it. */
 	_sq_signals_atfork_child();

@@ -16,6 +16,7 @@
  * the cleanup.
  */
 #include "io_internal.h"
+#include "trace_internal.h"
 
 #include <stdlib.h>
 
@@ -58,7 +59,9 @@ _sq_io_deliver_run(void *ctx)
 {
 	struct sq_io_delivery_s *d = ctx;
 	struct sq_io_s *ch = d->ch;
+	SQ_TRACE_IO_HANDLER_BEGIN(ch->fd, d->handler);
 	d->handler(d->ctx, d->done, d->data, d->error);
+	SQ_TRACE_IO_HANDLER_END(ch->fd);
 	if (d->data)
 		sq_release(d->data);
 	bool counted = d->counted;

@@ -11,6 +11,7 @@
  * go one at a time, in order: they share the file position.
  */
 #include "io_internal.h"
+#include "trace_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -147,6 +148,9 @@ static void
 _sq_io_chunk_job(void *ctx)
 {
 	struct sq_io_op_s *op = ctx;
+	int fd = op->ch->fd;
+	SQ_TRACE_IO_BEGIN(op->trace_flow, fd, op->kind == SQ_IO_OP_WRITE,
+			op->length);
 	_sq_io_file_chunk(op);
 	/* Hold the channel's queue across the post: once the result runs,
 	 * the channel (and the queue) may go at any moment. */
@@ -154,12 +158,16 @@ _sq_io_chunk_job(void *ctx)
 	sq_retain(q);
 	sq_async_f(q, op, _sq_io_file_result);
 	sq_release(q);
+	SQ_TRACE_IO_END(fd, 0);
 }
 
 static void *
 _sq_io_thread(void *arg)
 {
+	static uint32_t started;
 	pthread_setname_np(pthread_self(), "swiftqueues-io");
+	_sq_trace_set_role(SQ_ROLE_IO, (int)__atomic_fetch_add(&started, 1,
+			__ATOMIC_RELAXED));
 	pthread_mutex_lock(&_sq_io_pool.lock);
 	for (;;) {
 		struct sq_io_op_s *op = _sq_io_pool.head;
@@ -266,7 +274,10 @@ _sq_io_file_submit(struct sq_io_op_s *op)
 		_sq_retain_internal(ch);
 		ch->pumping = true;
 		e->inline_busy = true;
+		SQ_TRACE_IO_BEGIN(0, ch->fd, op->kind == SQ_IO_OP_WRITE,
+				op->length);
 		_sq_io_file_chunk(op);
+		SQ_TRACE_IO_END(ch->fd, op->chunk_n);
 		_sq_io_file_result(op);
 		e->inline_busy = false;
 		ch->pumping = was_pumping;
@@ -275,6 +286,8 @@ _sq_io_file_submit(struct sq_io_op_s *op)
 		_sq_release_internal(ch);
 		return;
 	}
+	SQ_TRACE_SUBMIT_ID(op->trace_flow, ch->q, _sq_io_file_chunk, op,
+			SQ_SUBMIT_IO);
 	_sq_io_pool_push(op);
 }
 

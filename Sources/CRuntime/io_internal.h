@@ -59,6 +59,7 @@ struct sq_io_op_s {
 	size_t at_end;            /* reads: bytes from where the first chunk
 	                           * starts to the end of the file, if known
 	                           * (SIZE_MAX: not known) */
+	uint32_t trace_flow;      /* the chunk's hand-off to an I/O thread */
 };
 
 struct sq_io_s {

@@ -39,6 +39,7 @@
  * searches again if anything is there).
  */
 #include "queue_internal.h"
+#include "trace_internal.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -188,6 +189,14 @@ enum {
 	SQ_MONITOR_STARTING = 1, /* a thread is creating it */
 	SQ_MONITOR_RUNNING = 2,
 };
+
+/* A pool event for traces and probes: worker w's index, and the pool's
+ * counters at that moment (read only when observed). */
+#define SQ_POOL_EVENT(kind, w, b)                                              \
+	SQ_TRACE_POOL(kind, (uint64_t)((w) - _sq_pool.workers), (b),           \
+			__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),     \
+			__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED),    \
+			__atomic_load_n(&_sq_pool.searching, __ATOMIC_RELAXED))
 static SQ_TLS struct sq_worker_s *_sq_self;
 SQ_TLS int _sq_apply_depth;
 
@@ -594,6 +603,8 @@ _sq_pool_spawn_err(bool force)
 		return err;
 	}
 	__atomic_add_fetch(&_sq_pool.spawned, 1, __ATOMIC_RELAXED);
+	/* Only the monitor starts workers for blocked ones. */
+	SQ_POOL_EVENT(SQ_TRACE_SPAWN, w, _sq_trace_role == SQ_ROLE_MONITOR);
 	if (__atomic_load_n(&_sq_pool.spawn_pause, __ATOMIC_RELAXED))
 		__atomic_store_n(&_sq_pool.spawn_pause, 0, __ATOMIC_RELAXED);
 	_sq_monitor_ensure();
@@ -663,6 +674,7 @@ _sq_worker_wake(struct sq_worker_s *w)
 	/* Release: the worker sees `searching` before it runs. */
 	__atomic_store_n(&w->parked, 0, __ATOMIC_RELEASE);
 	_sq_futex_wake(&w->parked, 1);
+	SQ_POOL_EVENT(SQ_TRACE_WAKE, w, 0);
 }
 
 /* Gets one more worker looking for work, unless one already is. */
@@ -1090,6 +1102,9 @@ _sq_worker_park(struct sq_worker_s *w)
 	if (_sq_monotonic_ns() - w->woken_at < SQ_YIELD_WINDOW_NS)
 		sched_yield();
 	SQ_CHAOS_POINT();
+	/* Before the idle list: a record (the first of a trace takes a lock
+	 * and maps a ring) is not time spent counted as idle. */
+	SQ_POOL_EVENT(SQ_TRACE_PARK, w, 0);
 	w->parked_at = _sq_monotonic_ns();
 	__atomic_store_n(&w->parked, 1, __ATOMIC_RELAXED);
 	_sq_idle_push(w);
@@ -1192,6 +1207,7 @@ _sq_worker_main(void *arg)
 {
 	struct sq_worker_s *w = arg;
 	_sq_self = w;
+	_sq_trace_set_role(SQ_ROLE_WORKER, (int)(w - _sq_pool.workers));
 	w->tid = gettid();
 	w->name[0] = '\0';
 	_sq_worker_set_name(w, "sq.worker");
@@ -1297,6 +1313,7 @@ _sq_pool_net_fire(void)
 		return;
 	}
 	__atomic_add_fetch(&_sq_pool.net_firings, 1, __ATOMIC_RELAXED);
+	SQ_POOL_EVENT(SQ_TRACE_NET, w, 0);
 	if (_sq_pool.net_debug)
 		_sq_pool_net_report();
 	_sq_worker_wake(w);
@@ -1335,6 +1352,7 @@ _sq_monitor_main(void *unused)
 	int pending_ticks = 0, stalled_ticks = 0;
 	uint64_t nap_ns = SQ_MONITOR_NAP_NS;
 	pthread_setname_np(pthread_self(), "sq.monitor");
+	_sq_trace_set_role(SQ_ROLE_MONITOR, 0);
 
 	for (;;) {
 		bool retrying = _sq_pool_run_retries();
@@ -1386,6 +1404,11 @@ _sq_monitor_main(void *unused)
 		 * gets a short nap again. (Work seen by one look only, a
 		 * burst in progress, leaves the nap as long as it was.) */
 		nap_ns = SQ_MONITOR_NAP_NS;
+		SQ_TRACE_POOL(SQ_TRACE_COUNTERS, 0, 0,
+				__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),
+				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED),
+				__atomic_load_n(&_sq_pool.searching,
+					__ATOMIC_RELAXED));
 		/* Safety net (SQ_MONITOR_NET=0 turns it off): work waits, a
 		 * worker is idle, and no worker started a job for a few
 		 * ticks. The wake-up protocol never leaves that state

@@ -20,6 +20,7 @@
  * back until nothing runs, then runs on the drainer's thread, alone.
  */
 #include "queue_internal.h"
+#include "trace_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +157,7 @@ _sq_cont_alloc(void)
 			c = malloc(sizeof(*c));
 			if (c == NULL)
 				_sq_client_crash("sq_async_f", "out of memory");
+			c->job.trace_flow = 0;
 			return c;
 		}
 		_sq_cont_cache_count = SQ_CONT_BATCH;
@@ -535,6 +537,43 @@ _sq_queue_set_target(struct sq_object_s *object, struct sq_queue_s *target)
 static void _sq_sync_handoff(struct sq_cont_s *c);
 static void _sq_queue_drain_concurrent(struct sq_queue_s *q);
 
+/* Calls a continuation's function with its frame and, after, leaves its
+ * group. Inlined twice: plain, and with the trace points for when they
+ * are observed, so that one look at the points' word chooses, and the
+ * plain run has no point in it. */
+SQ_INLINE void
+_sq_cont_call(struct sq_cont_s *c, struct sq_queue_s *q, uint32_t flags,
+		bool observed)
+{
+	struct sq_frame_s frame;
+	bool own_frame = _sq_current_frame == NULL ||
+			_sq_current_frame->queue != q;
+	if (own_frame) {
+		_sq_frame_push(&frame, q, _sq_queue_is_serial(q) ||
+				(flags & SQ_CONT_BARRIER));
+	}
+	sq_function_t func = c->func;
+	void *ctx = c->ctx;
+	void *group = c->data;
+	if (observed)
+		SQ_OBS_CONT_BEGIN(c);
+	_sq_cont_free(c);
+	func(ctx);
+	if (own_frame)
+		_sq_frame_pop(&frame);
+	if (flags & SQ_CONT_GROUP)
+		_sq_group_leave(group);
+	if (observed)
+		SQ_OBS_TASK_END(q);
+}
+
+static SQ_NOINLINE void
+_sq_cont_call_observed(struct sq_cont_s *c, struct sq_queue_s *q,
+		uint32_t flags)
+{
+	_sq_cont_call(c, q, flags, true);
+}
+
 /* Runs a continuation. It is freed before its function is called. */
 static void
 _sq_cont_invoke(struct sq_cont_s *c)
@@ -542,26 +581,12 @@ _sq_cont_invoke(struct sq_cont_s *c)
 	uint32_t flags = c->job.flags;
 	struct sq_queue_s *q = c->queue;
 
-	if (flags & SQ_CONT_SYNC) {
+	if (flags & SQ_CONT_SYNC)
 		_sq_sync_handoff(c);
-	} else {
-		struct sq_frame_s frame;
-		bool own_frame = _sq_current_frame == NULL ||
-				_sq_current_frame->queue != q;
-		if (own_frame) {
-			_sq_frame_push(&frame, q, _sq_queue_is_serial(q) ||
-					(flags & SQ_CONT_BARRIER));
-		}
-		sq_function_t func = c->func;
-		void *ctx = c->ctx;
-		void *group = c->data;
-		_sq_cont_free(c);
-		func(ctx);
-		if (own_frame)
-			_sq_frame_pop(&frame);
-		if (flags & SQ_CONT_GROUP)
-			_sq_group_leave(group);
-	}
+	else if (SQ_OBSERVED())
+		_sq_cont_call_observed(c, q, flags);
+	else
+		_sq_cont_call(c, q, flags, false);
 	if (flags & SQ_CONT_FORWARDED)
 		_sq_concurrent_item_done(q);
 }
@@ -579,6 +604,7 @@ struct sq_defer_s {
 	struct sq_queue_s *root;
 	void *ctx;
 	sq_function_t func;       /* NULL: nothing left */
+	uint32_t trace_flow;      /* its flow id in a trace */
 };
 
 static SQ_TLS struct sq_defer_s *_sq_defer;
@@ -598,6 +624,7 @@ _sq_queue_defer_to_root_f(sq_queue_t root, void *ctx, sq_function_t func)
 	d->root = root;
 	d->ctx = ctx;
 	d->func = func;
+	SQ_TRACE_SUBMIT_ID(d->trace_flow, root, func, d, SQ_SUBMIT_DEFER);
 	return true;
 }
 
@@ -626,7 +653,10 @@ _sq_job_run(struct sq_job_s *job)
 		 * budget spent), so this thread holds no queue now. */
 		struct sq_frame_s frame;
 		_sq_frame_push(&frame, defer.root, false);
+		SQ_TRACE_TASK_BEGIN(defer.trace_flow, defer.root, defer.func,
+				&defer);
 		defer.func(defer.ctx);
+		SQ_TRACE_TASK_END(defer.root);
 		_sq_frame_pop(&frame);
 	}
 }
@@ -714,6 +744,7 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 				break;
 			if (job->kind == SQ_JOB_QUEUE) {
 				c = _sq_cont_make(q, job, _sq_run_queue_job, 0);
+				c->job.trace_flow = 0;
 			} else {
 				c = (struct sq_cont_s *)job;
 			}
@@ -744,6 +775,7 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 			/* Already forwarded by an inner concurrent queue:
 			 * wrap it so both queues count it. */
 			c = _sq_cont_make(q, c, _sq_run_queue_job, 0);
+			c->job.trace_flow = 0;
 		}
 		c->job.flags |= SQ_CONT_FORWARDED;
 		c->queue = q;
@@ -779,7 +811,9 @@ _sq_concurrent_item_done(struct sq_queue_s *q)
 
 /* ---- Submission ---------------------------------------------------------- */
 
-static inline void
+/* Always inlined: each caller's flags are a constant, and the call stays
+ * the one submission hop it was before the trace points came. */
+SQ_INLINE void
 _sq_async(const char *call, struct sq_queue_s *q, void *ctx,
 		sq_function_t func, uint32_t flags)
 {
@@ -792,7 +826,8 @@ _sq_async(const char *call, struct sq_queue_s *q, void *ctx,
 			flags &= ~SQ_CONT_BARRIER;
 	}
 	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, flags);
-	_sq_queue_push(q, &c->job);
+	SQ_TRACE_SUBMIT_PUSH(c, q, (flags & SQ_CONT_BARRIER)
+			? SQ_SUBMIT_BARRIER : SQ_SUBMIT_ASYNC);
 }
 
 void
@@ -800,6 +835,7 @@ _sq_root_async_next_f(int root_index, void *ctx, sq_function_t func)
 {
 	struct sq_queue_s *q = &_sq_root_queues[root_index];
 	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, 0);
+	SQ_TRACE_SUBMIT(c, q, SQ_SUBMIT_NEXT);
 	_sq_pool_push_next(root_index, &c->job);
 }
 
@@ -809,12 +845,15 @@ _sq_async_group(struct sq_queue_s *q, void *ctx, sq_function_t func,
 {
 	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, SQ_CONT_GROUP);
 	c->data = g;
-	_sq_queue_push(q, &c->job);
+	SQ_TRACE_SUBMIT_PUSH(c, q, SQ_SUBMIT_GROUP);
 }
 
 void
 _sq_notify_fire(struct sq_notify_s *n)
 {
+	if (n == NULL)
+		return;
+	SQ_TRACE_SUBMIT_KIND(SQ_SUBMIT_NOTIFY);
 	while (n != NULL) {
 		struct sq_notify_s *next = n->next;
 		sq_async_f(n->queue, n->context, n->function);
@@ -822,6 +861,7 @@ _sq_notify_fire(struct sq_notify_s *n)
 		free(n);
 		n = next;
 	}
+	SQ_TRACE_SUBMIT_KIND(0);
 }
 
 void
@@ -1016,7 +1056,7 @@ _sq_sync_run_here(struct sq_queue_s *q, bool barrier, void *ctx,
 	if (n == 0) {
 		/* A root queue: the task runs on the caller, "on" it. */
 		_sq_frame_push(&frames[0], q, false);
-		func(ctx);
+		SQ_TRACE_SYNC_CALL(q, func, ctx);
 		_sq_frame_pop(&frames[0]);
 		return;
 	}
@@ -1024,7 +1064,7 @@ _sq_sync_run_here(struct sq_queue_s *q, bool barrier, void *ctx,
 	for (int i = n - 1; i >= 0; i--)
 		_sq_frame_push(&frames[i], chain[i], _sq_queue_is_serial(chain[i])
 				|| (barrier && chain[i] == q));
-	func(ctx);
+	SQ_TRACE_SYNC_CALL(q, func, ctx);
 	for (int i = 0; i < n; i++)
 		_sq_frame_pop(&frames[i]);
 }
@@ -1080,7 +1120,7 @@ _sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func)
 		return false;
 	struct sq_frame_s frame;
 	_sq_frame_push(&frame, q, true);
-	func(ctx);
+	SQ_TRACE_SYNC_CALL(q, func, ctx);
 	_sq_frame_pop(&frame);
 	_sq_queue_relinquish(q);
 	return true;
@@ -1114,6 +1154,7 @@ _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 		_sq_client_crash(call, "out of memory");
 	sc->cont.job.kind = SQ_JOB_CONT;
 	sc->cont.job.flags = SQ_CONT_SYNC | (barrier ? SQ_CONT_BARRIER : 0);
+	sc->cont.job.trace_flow = 0;
 	sc->cont.func = func;
 	sc->cont.ctx = ctx;
 	sc->cont.queue = q;

@@ -22,8 +22,10 @@ enum sq_job_kind {
 
 struct sq_job_s {
 	struct cds_wfcq_node link;
-	uint32_t kind;
-	uint32_t flags; /* SQ_CONT_* for continuations */
+	uint16_t kind;
+	uint16_t flags;      /* SQ_CONT_* for continuations */
+	uint32_t trace_flow; /* continuations: the submission's flow id in a
+	                        trace (trace_internal.h), 0 for none */
 };
 
 /* Continuation flags. */
@@ -88,6 +90,7 @@ struct sq_queue_s {
 	 * back until `running` drops to zero. */
 	int32_t running;
 	int32_t barriers;
+	uint32_t trace_label; /* the label's number in traces, 0 until asked */
 	struct sq_cont_s *pending_barrier;
 
 	sq_spinlock_t specific_lock;

@@ -27,6 +27,7 @@
  * delivered at all.
  */
 #include "event_internal.h"
+#include "trace_internal.h"
 
 #include <event2/event.h>
 #include <fcntl.h>
@@ -196,8 +197,10 @@ _sq_source_call(struct sq_source_s *s, int kind)
 	struct sq_source_handler_s *h = _sq_source_handler_get(s, kind);
 	if (h == NULL)
 		return;
+	SQ_TRACE_HANDLER_BEGIN(s, (unsigned)kind, h->func);
 	h->func(h->ctx ? h->ctx : __atomic_load_n(&s->obj.context,
 			__ATOMIC_ACQUIRE));
+	SQ_TRACE_HANDLER_END(s);
 	_sq_source_handler_put(s, h);
 }
 
@@ -362,6 +365,7 @@ _sq_source_invoke(void *ctx)
 static void
 _sq_source_merge(struct sq_source_s *s, uintptr_t value)
 {
+	SQ_TRACE_EVENT_BEGIN(s, value);
 	switch (s->type->kind) {
 	case SQ_SOURCE_DATA_ADD:
 	case SQ_SOURCE_SIGNAL:
@@ -376,6 +380,7 @@ _sq_source_merge(struct sq_source_s *s, uintptr_t value)
 		break;
 	}
 	_sq_source_wakeup(s);
+	SQ_TRACE_EVENT_END();
 }
 
 /* ---- Loop side: descriptors, processes -------------------------------- */
@@ -491,6 +496,7 @@ _sq_signal_handler(int signo)
 				__ATOMIC_SEQ_CST);
 		__atomic_store_n(&_sq_signal_raised, 1, __ATOMIC_SEQ_CST);
 		_sq_loop_kick();
+		SQ_TRACE_SIGNAL(signo);
 	}
 	errno = saved;
 }
@@ -528,7 +534,11 @@ static void *
 _sq_sigwatch_main(void *unused)
 {
 	pthread_setname_np(pthread_self(), "sq.signals");
+	_sq_trace_set_role(SQ_ROLE_SIGNALS, 0);
 	for (;;) {
+		/* A ring for the handler to record into, when recording. */
+		if (SQ_OBSERVED())
+			_sq_trace_attach_here();
 		/* Acquire: `want` as written before `asked` was bumped. */
 		uint32_t gen = __atomic_load_n(&_sq_sigwatch.asked,
 				__ATOMIC_ACQUIRE);

@@ -19,6 +19,7 @@
 #include "internal.h"
 #include "queue_internal.h"
 #include "event_internal.h"
+#include "trace_internal.h"
 
 #include <swiftqueues/executor.h>
 #include <stdlib.h>
@@ -93,6 +94,9 @@ extern sq_drain_hook_t swift_task_asyncMainDrainQueue_hook
 extern SQ_SWIFTCC void swift_job_run(void *job, sq_executor_ref_s executor)
 		__attribute__((weak));
 extern SQ_SWIFTCC void *swift_task_getCurrent(void) __attribute__((weak));
+/* The job's task id (a job that is not a task: its 32-bit job id). */
+extern SQ_SWIFTCC uint64_t swift_task_getJobTaskId(void *job)
+		__attribute__((weak));
 
 /* ---- State ---------------------------------------------------------------- */
 
@@ -155,9 +159,11 @@ _sq_run_deferred(void)
 		_sq_running_job = d.job;
 		_sq_running_in_place = true;
 		bool ran = true;
-		if (d.queue == NULL)
+		if (d.queue == NULL) {
+			SQ_TRACE_SWIFT_JOB_BEGIN(d.job);
 			swift_job_run(d.job, (sq_executor_ref_s){ NULL, 0 });
-		else
+			SQ_TRACE_SWIFT_JOB_END(d.job);
+		} else
 			ran = _sq_queue_try_run_here_f(d.queue, d.job, d.func);
 		_sq_running_job = NULL;
 		_sq_running_in_place = false;
@@ -176,7 +182,9 @@ sq_swift_job_run_generic(void *job)
 	bool outer_in_place = _sq_running_in_place;
 	_sq_running_job = job;
 	_sq_running_in_place = false;
+	SQ_TRACE_SWIFT_JOB_BEGIN(job);
 	swift_job_run(job, (sq_executor_ref_s){ NULL, 0 });
+	SQ_TRACE_SWIFT_JOB_END(job);
 	_sq_running_job = NULL;
 	_sq_run_deferred();
 	_sq_running_job = outer;
@@ -195,7 +203,9 @@ sq_swift_defer_async_f(sq_queue_t queue, void *job, sq_function_t func)
 static void
 _sq_swift_run_main(void *job)
 {
+	SQ_TRACE_SWIFT_JOB_BEGIN(job);
 	swift_job_run(job, _sq_main_executor);
+	SQ_TRACE_SWIFT_JOB_END(job);
 }
 
 /* Job priority (Swift's TaskPriority raw value) -> root queue index:
@@ -212,6 +222,14 @@ _sq_swift_root_index(void *job)
 	if (p >= 0x11)
 		return SQ_ROOT_LOW;
 	return SQ_ROOT_BACKGROUND;
+}
+
+void
+_sq_swift_job_info(void *job, uint64_t *task_id, unsigned *priority)
+{
+	*task_id = swift_task_getJobTaskId != NULL
+			? swift_task_getJobTaskId(job) : 0;
+	*priority = (((struct sq_swift_job_s *)job)->flags >> 8) & 0xff;
 }
 
 static sq_queue_t

@@ -240,7 +240,25 @@ private func tooLate() {
     print("too-late: install from a task returned false; tasks still ran")
 }
 
+/// A trace recorded with the executor installed: the test reads the file
+/// (its path is the second argument) for Swift jobs with their task ids
+/// and priorities.
+private func traceTasks() {
+    install()
+    let path = CommandLine.arguments.count > 2 ? CommandLine.arguments[2] : ""
+    do { try WorkTrace.start(path: path) } catch { fail("start: \(error)") }
+    runAsync {
+        let high = Task.detached(priority: .high) { 1 }
+        let background = Task.detached(priority: .background) { 2 }
+        let sum = await high.value + background.value
+        check(sum == 3, "tasks returned \(sum)")
+    }
+    do { try WorkTrace.stop() } catch { fail("stop: \(error)") }
+    print("trace: recorded Swift jobs")
+}
+
 switch CommandLine.arguments.dropFirst().first {
+case "trace": traceTasks()
 case "priorities": priorities()
 case "semantics": semantics()
 case "queue-actors": queueActors()

@@ -52,6 +52,30 @@ import SwiftQueues
         #expect(output.contains("queue-actor-chain: pool work ran between the calls of a long chain"))
     }
 
+    /// Under the installed executor, a trace shows each Swift job as a
+    /// slice with its task id and priority.
+    @Test func traceShowsSwiftJobsWithTaskIdAndPriority() throws {
+        let path = NSTemporaryDirectory() + "sq-executor-trace-\(getpid()).json"
+        defer { unlink(path) }
+        let (status, output) = try Self.run("ExecutorChecks", ["trace", path],
+                                            environment: ["SQ_TRACE": ""])
+        #expect(status == 0, "\(output)")
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        let root = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        let events = try #require(root?["traceEvents"] as? [[String: Any]])
+        let jobs = events.filter { $0["ph"] as? String == "X" && $0["cat"] as? String == "swift" }
+        let args = jobs.compactMap { $0["args"] as? [String: Any] }
+        let ids = args.compactMap { $0["task_id"] as? Int }
+        let priorities = Set(args.compactMap { $0["priority"] as? Int })
+        #expect(!jobs.isEmpty)
+        #expect(ids.allSatisfy { $0 > 0 })
+        // The slice's name carries the id too.
+        #expect(jobs.allSatisfy { ($0["name"] as? String)?.hasPrefix("Swift task ") == true })
+        // TaskPriority raw values: high 25, background 9.
+        #expect(priorities.contains(25), "priorities seen: \(priorities)")
+        #expect(priorities.contains(9), "priorities seen: \(priorities)")
+    }
+
     @Test func mainActorWithASynchronousMain() throws {
         let (status, output) = try Self.run("ExecutorChecks", ["sync-main"])
         #expect(status == 0, "\(output)")

@@ -102,6 +102,11 @@ import SwiftQueues
         #expect(foundationData.count == 3 && dispatchData.isEmpty)
         #expect(chunk.isDone && region?.offset == 0 && chunk.error?.errnoCode == EBADF)
 
+        // Tracing.
+        let recording: Bool = WorkTrace.isRecording
+        let traceError: TraceError = TraceError(errnoCode: EBUSY)
+        #expect(traceError.errnoCode == EBUSY || recording)
+
         // The neighbours, in the same scope.
         let mutex = Mutex(0)
         mutex.withLock { $0 += 1 }

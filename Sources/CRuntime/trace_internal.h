@@ -1,0 +1,431 @@
+/*
+ * SwiftQueues — observation points: the hooks the core calls where work is
+ * submitted, starts and ends, where workers wake, park and start, where
+ * timers fire, sources get events and I/O runs. Each point feeds two
+ * consumers:
+ *
+ *   - the trace recorder (trace.c), while a trace is being recorded
+ *     (SQ_TRACE=<path>, sq_trace_start): a binary record in the calling
+ *     thread's ring, turned into Chrome's JSON trace format at the end;
+ *   - a USDT probe (<sys/sdt.h>), which perf, bpftrace and SystemTap attach
+ *     to in a running process.
+ *
+ * Every point first compares one word with zero, `_sq_observe`: its low
+ * half is the probes' USDT semaphore (the kernel adds one to it for each
+ * probe a tracer attaches, and takes it back when the tracer goes), its
+ * high half is 1 while a trace is recorded. Off (no tracer, no recording),
+ * a point costs that compare and a jump predicted not taken; the probes,
+ * their arguments and the recording are all in functions of trace.c that
+ * only that jump reaches. -DSQ_NO_TRACE removes the points, for measuring
+ * what they cost. Where <sys/sdt.h> is missing (Debian: systemtap-sdt-dev)
+ * the probes are left out and tracing still works.
+ *
+ * Not installed; the public calls are in <swiftqueues/trace.h>.
+ */
+#ifndef SWIFTQUEUES_TRACE_INTERNAL_H
+#define SWIFTQUEUES_TRACE_INTERNAL_H
+
+#include "queue_internal.h"
+
+/* ---- Record kinds --------------------------------------------------------- */
+
+/* Slices (a begin and an end on one thread). */
+enum sq_trace_slice {
+	SQ_TRACE_TASK = 1,    /* a continuation run by a drainer or worker */
+	SQ_TRACE_SYNC,        /* work run on the calling thread (sync, in place) */
+	SQ_TRACE_SWIFT_JOB,   /* a Swift job under the installed executor */
+	SQ_TRACE_HANDLER,     /* a source's event / cancel / registration handler,
+	                         or an I/O handler (source kind 0) */
+	SQ_TRACE_EVENT,       /* an event folded into a source */
+	SQ_TRACE_TIMER,       /* a timer entry firing on the event loop */
+	SQ_TRACE_IO,          /* an I/O operation's system call */
+};
+
+/* Submissions (where a flow arrow starts). */
+enum sq_trace_submit {
+	SQ_SUBMIT_ASYNC = 1,
+	SQ_SUBMIT_BARRIER,
+	SQ_SUBMIT_GROUP,      /* sq_group_async_f */
+	SQ_SUBMIT_NOTIFY,     /* a group's or work item's notification */
+	SQ_SUBMIT_AFTER,      /* sq_after_f: arrow to the timer, then the work */
+	SQ_SUBMIT_NEXT,       /* to the worker's next-job slot (Swift hand-offs) */
+	SQ_SUBMIT_DEFER,      /* left to run on this thread after a drain */
+	SQ_SUBMIT_IO,         /* an I/O operation handed to an I/O thread */
+};
+
+/* Instants. */
+enum sq_trace_instant {
+	SQ_TRACE_COUNTERS = 0, /* only the pool's counters */
+	SQ_TRACE_WAKE,        /* a: worker woken */
+	SQ_TRACE_PARK,        /* a: the calling worker, going to sleep */
+	SQ_TRACE_SPAWN,       /* a: worker started; b: 1 by the monitor */
+	SQ_TRACE_NET,         /* a: worker the safety net woke */
+	SQ_TRACE_SIGNAL,      /* a: signal number */
+};
+
+/* ---- The word every point looks at ----------------------------------------- */
+
+union sq_observe_u {
+	uint32_t word;
+	struct {
+		uint16_t probes;    /* the USDT semaphore (offset 0) */
+		uint16_t recording; /* 1 while a trace is recorded */
+	} half;
+};
+
+SQ_INTERNAL extern union sq_observe_u _sq_observe;
+
+/* A relaxed look: a point that misses a change by a moment only misses an
+ * event or two at the start or end of a recording. The recorder loads the
+ * session again, with acquire, before it touches a ring. */
+#ifdef SQ_NO_TRACE
+#define SQ_OBSERVED() 0
+#elif defined(__x86_64__) && !defined(SQ_TSAN)
+/* One compare of memory with 0 and a jump (x86 loads are atomic), where
+ * the compiler would load, test and jump. */
+SQ_INLINE bool
+_sq_observed(void)
+{
+	__asm__ goto("cmpl $0, %0\n\tjne %l[on]"
+			: : "m"(_sq_observe.word) : "cc" : on);
+	return false;
+on:
+	return true;
+}
+#define SQ_OBSERVED() _sq_observed()
+#elif defined(SQ_TSAN)
+/* Each half as the atomic it is written as (the kernel's writes to the
+ * probes' half are not seen by the sanitizer). */
+#define SQ_OBSERVED()                                                          \
+	SQ_UNLIKELY((__atomic_load_n(&_sq_observe.half.recording,              \
+			__ATOMIC_RELAXED) | __atomic_load_n(                   \
+			&_sq_observe.half.probes, __ATOMIC_RELAXED)) != 0)
+#else
+#define SQ_OBSERVED()                                                          \
+	SQ_UNLIKELY(__atomic_load_n(&_sq_observe.word, __ATOMIC_RELAXED) != 0)
+#endif
+
+/* ---- What the points call (trace.c), only when observed ------------------- */
+
+SQ_INTERNAL uint32_t _sq_obs_submit(struct sq_queue_s *q, const void *func,
+		const void *key, unsigned kind);
+SQ_INTERNAL void _sq_obs_submit_push(struct sq_cont_s *c, struct sq_queue_s *q,
+		unsigned kind);
+SQ_INTERNAL void _sq_obs_task_begin(uint32_t flow, struct sq_queue_s *q,
+		const void *func, const void *key);
+SQ_INTERNAL void _sq_obs_cont_begin(struct sq_cont_s *c);
+SQ_INTERNAL void _sq_obs_task_end(struct sq_queue_s *q);
+SQ_INTERNAL void _sq_obs_sync_call(struct sq_queue_s *q, sq_function_t func,
+		void *ctx);
+SQ_INTERNAL void _sq_obs_swift_job_begin(void *job);
+SQ_INTERNAL void _sq_obs_swift_job_end(void *job);
+SQ_INTERNAL void _sq_obs_handler_begin(unsigned source_kind,
+		const char *type_name, uintptr_t handle, unsigned handler,
+		const void *func);
+SQ_INTERNAL void _sq_obs_handler_end(const char *type_name, uintptr_t handle);
+SQ_INTERNAL void _sq_obs_event_begin(unsigned source_kind,
+		const char *type_name, uintptr_t handle, uintptr_t data);
+SQ_INTERNAL void _sq_obs_timer_begin(uint32_t flow, bool after,
+		uint64_t deadline, uint64_t now);
+SQ_INTERNAL void _sq_obs_io_begin(uint32_t flow, int fd, bool write,
+		size_t length);
+SQ_INTERNAL void _sq_obs_io_end(int fd, ssize_t result);
+SQ_INTERNAL void _sq_obs_end(unsigned slice);
+SQ_INTERNAL void _sq_obs_pool(unsigned kind, uint64_t a, uint64_t b,
+		int32_t live, int32_t idle, int32_t searching);
+SQ_INTERNAL void _sq_obs_signal(int signo);
+
+/* The next submission (or in-place run) on this thread continues this
+ * flow instead of starting one: an after's work, from its timer. */
+SQ_INTERNAL extern SQ_TLS uint32_t _sq_trace_inherited;
+/* The kind of this thread's next submissions (0: their own). */
+SQ_INTERNAL extern SQ_TLS uint8_t _sq_trace_kind;
+
+/* What a runtime thread is, for its track's name (SQ_ROLE_WORKER, index 3
+ * -> "sq.worker 3"); set once at the thread's start, read when it first
+ * records. Plain thread-locals: setting them costs two stores. */
+enum sq_trace_role {
+	SQ_ROLE_NONE = 0,  /* a program thread (the main thread is found) */
+	SQ_ROLE_WORKER,
+	SQ_ROLE_MONITOR,
+	SQ_ROLE_MANAGER,
+	SQ_ROLE_SIGNALS,
+	SQ_ROLE_IO,
+};
+
+SQ_INTERNAL extern SQ_TLS int _sq_trace_role;
+SQ_INTERNAL extern SQ_TLS int _sq_trace_role_index;
+
+SQ_INLINE void
+_sq_trace_set_role(int role, int index)
+{
+	_sq_trace_role = role;
+	_sq_trace_role_index = index;
+}
+
+/* The signal watcher: registers its ring (when recording) so that its
+ * handler, which must not allocate, can record the signals it catches. */
+SQ_INTERNAL void _sq_trace_attach_here(void);
+
+/* Swift jobs (swift_executor.c): the job's task id and priority. */
+SQ_INTERNAL void _sq_swift_job_info(void *job, uint64_t *task_id,
+		unsigned *priority);
+
+/* fork() child: nothing recorded, the parent's file and rings forgotten. */
+SQ_INTERNAL void _sq_trace_atfork_child(void);
+
+/* ---- The recorder's rings (trace.c writes them, trace_write.c reads them) -- */
+
+enum {
+	SQ_REC_BEGIN = 1, /* kind: slice; flow: the run's flow (in) */
+	SQ_REC_END,       /* kind: slice */
+	SQ_REC_SUBMIT,    /* kind: submit kind; flow: started here (out) */
+	SQ_REC_INSTANT,   /* kind: instant kind */
+	SQ_REC_POOL,      /* a: live | idle << 16 | searching << 32 */
+};
+
+struct sq_trace_rec_s {
+	uint64_t t;      /* raw clock */
+	union {
+		struct {
+			uint8_t type;  /* SQ_REC_* */
+			uint8_t kind;
+			uint16_t small;
+			uint32_t flow;
+		};
+		uint64_t word;         /* the four, stored at once */
+	};
+	uint64_t a;
+	uint64_t b;
+};
+
+/* One thread's ring. Written only by its owner; read by the writer of the
+ * trace after the recording stopped. */
+struct sq_trace_buf_s {
+	struct sq_trace_rec_s *recs;
+	size_t bytes;          /* the ring's mapping */
+	uint64_t mask;         /* records - 1 (a power of two) */
+	uint64_t head;         /* records written: release store by the owner */
+	uint32_t session;      /* whose records these are: release by the owner */
+	uint32_t flow_next;    /* the owner's block of flow ids */
+	uint32_t flow_end;
+	bool dead;             /* the owner exited (release) */
+	pid_t tid;
+	int sort;              /* the track's place */
+	char name[48];
+	struct sq_trace_buf_s *next; /* the registry, under its lock */
+};
+
+/* What trace_write.c needs to write one recording. */
+struct sq_trace_json_s {
+	int fd;                          /* the trace file (duplicated) */
+	const struct sq_trace_buf_s *bufs; /* every ring (the registry) */
+	uint32_t session;                /* the recording's rings */
+	uint64_t raw0, ns0;              /* raw clock and ns at the start */
+	uint64_t end_raw, end_ns;        /* and at the stop */
+	char *const *labels;             /* label number - 1 -> text */
+	uint32_t nlabels;
+};
+
+/* Writes the trace; returns 0 or an errno value. */
+SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
+
+/* ---- The points -------------------------------------------------------------- */
+
+#ifndef SQ_NO_TRACE
+
+/* Continuation c, just made, is submitted to q: sets its flow id while
+ * recording. Otherwise the field keeps what it had (0 in a new one, or an
+ * id from an earlier recording, which no submission of this one has: the
+ * writer draws no arrow to it), and costs no store. */
+#define SQ_TRACE_SUBMIT(c, q, kind)                                            \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			(c)->job.trace_flow = _sq_obs_submit((q),              \
+					(const void *)(c)->func, (c), (kind)); \
+	} while (0)
+
+/* The same, and then the push of c onto q (_sq_queue_push): when observed
+ * trace.c does both, so either way the push is a tail call and nothing is
+ * kept across a call for the point. */
+#define SQ_TRACE_SUBMIT_PUSH(c, q, kind)                                       \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_submit_push((c), (q), (kind));                 \
+		else                                                           \
+			_sq_queue_push((q), &(c)->job);                        \
+	} while (0)
+
+/* A submission that is not a continuation (an after, a deferred run, an
+ * I/O hand-off): stores its flow id in `var`, kept by the caller. */
+#define SQ_TRACE_SUBMIT_ID(var, q, func, key, kind)                            \
+	((var) = SQ_OBSERVED() ? _sq_obs_submit((q), (const void *)(func),     \
+			(key), (kind)) : 0)
+
+/* For code that has looked at SQ_OBSERVED() already (queue.c runs a
+ * continuation through a copy of its code made for that case):
+ * continuation c starts running (trace.c reads its queue, function and
+ * flow), and the run of queue q ended. */
+#define SQ_OBS_CONT_BEGIN(c) _sq_obs_cont_begin(c)
+#define SQ_OBS_TASK_END(q) _sq_obs_task_end(q)
+
+/* A run that has no continuation (a function left for after a drain)
+ * starts; the end takes only what is live after the run anyway. */
+#define SQ_TRACE_TASK_BEGIN(flow, q, func, key)                                \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_task_begin((flow), (q), (const void *)(func),  \
+					(key));                                \
+	} while (0)
+
+#define SQ_TRACE_TASK_END(q)                                                   \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_task_end(q);                                   \
+	} while (0)
+
+/* Calls func(ctx) as q's work on the calling thread (sync, in place); when
+ * observed, through trace.c, which marks its start and end: one look
+ * either way. */
+#define SQ_TRACE_SYNC_CALL(q, func, ctx)                                       \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_sync_call((q), (func), (ctx));                 \
+		else                                                           \
+			(func)(ctx);                                           \
+	} while (0)
+
+/* A Swift job runs (its task id and priority are read when observed). */
+#define SQ_TRACE_SWIFT_JOB_BEGIN(job)                                          \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_swift_job_begin(job);                          \
+	} while (0)
+
+#define SQ_TRACE_SWIFT_JOB_END(job)                                            \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_swift_job_end(job);                            \
+	} while (0)
+
+/* A source's handler (0 event, 1 cancel, 2 registration) starts / ends. */
+#define SQ_TRACE_HANDLER_BEGIN(s, handler, func)                               \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_handler_begin((s)->type->kind,                 \
+					(s)->type->name, (s)->handle,          \
+					(handler), (const void *)(func));      \
+	} while (0)
+
+#define SQ_TRACE_HANDLER_END(s)                                                \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_handler_end((s)->type->name, (s)->handle);     \
+	} while (0)
+
+/* An I/O handler function is called for a channel on descriptor fd. */
+#define SQ_TRACE_IO_HANDLER_BEGIN(fd, func)                                    \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_handler_begin(0, "I/O", (uintptr_t)(fd), 0,    \
+					(const void *)(func));                 \
+	} while (0)
+
+#define SQ_TRACE_IO_HANDLER_END(fd)                                            \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_handler_end("I/O", (uintptr_t)(fd));           \
+	} while (0)
+
+/* An event (value) is folded into source s. */
+#define SQ_TRACE_EVENT_BEGIN(s, value)                                         \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_event_begin((s)->type->kind, (s)->type->name,  \
+					(s)->handle, (value));                 \
+	} while (0)
+
+#define SQ_TRACE_EVENT_END()                                                   \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_end(SQ_TRACE_EVENT);                           \
+	} while (0)
+
+/* Timer entry t fires on the loop (`now` on its clock). */
+#define SQ_TRACE_TIMER_BEGIN(t, now, after)                                    \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_timer_begin((t)->trace_flow, (after),          \
+					(t)->deadline, (now));                 \
+	} while (0)
+
+#define SQ_TRACE_TIMER_END()                                                   \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_end(SQ_TRACE_TIMER);                           \
+	} while (0)
+
+/* An I/O operation's system call on descriptor fd (flow: its hand-off). */
+#define SQ_TRACE_IO_BEGIN(flow, fd, write, length)                             \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_io_begin((flow), (fd), (write), (length));     \
+	} while (0)
+
+#define SQ_TRACE_IO_END(fd, result)                                            \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_io_end((fd), (result));                        \
+	} while (0)
+
+/* A pool event (kind, a, b) with the pool's counters, read only then. */
+#define SQ_TRACE_POOL(kind, a, b, live, idle, searching)                       \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_pool((kind), (a), (b), (live), (idle),         \
+					(searching));                          \
+	} while (0)
+
+/* A signal caught by the runtime's handler (async-signal-safe). */
+#define SQ_TRACE_SIGNAL(signo)                                                 \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_signal(signo);                                 \
+	} while (0)
+
+/* The next submissions from this thread continue `flow` / are of `kind`:
+ * plain thread-local stores, made whether or not anything is observed, so
+ * none is left set for the next recording. */
+#define SQ_TRACE_INHERIT(flow) ((void)(_sq_trace_inherited = (flow)))
+#define SQ_TRACE_SUBMIT_KIND(kind) ((void)(_sq_trace_kind = (kind)))
+
+#else /* SQ_NO_TRACE */
+
+#define SQ_TRACE_SUBMIT(c, q, kind) ((void)0)
+#define SQ_TRACE_SUBMIT_PUSH(c, q, kind) _sq_queue_push((q), &(c)->job)
+#define SQ_TRACE_SUBMIT_ID(var, q, func, key, kind) ((var) = 0)
+#define SQ_OBS_CONT_BEGIN(c) ((void)0)
+#define SQ_OBS_TASK_END(q) ((void)0)
+#define SQ_TRACE_TASK_BEGIN(flow, q, func, key) ((void)0)
+#define SQ_TRACE_TASK_END(q) ((void)0)
+#define SQ_TRACE_SYNC_CALL(q, func, ctx) ((func)(ctx))
+#define SQ_TRACE_SWIFT_JOB_BEGIN(job) ((void)0)
+#define SQ_TRACE_SWIFT_JOB_END(job) ((void)0)
+#define SQ_TRACE_HANDLER_BEGIN(s, handler, func) ((void)0)
+#define SQ_TRACE_HANDLER_END(s) ((void)0)
+#define SQ_TRACE_IO_HANDLER_BEGIN(fd, func) ((void)0)
+#define SQ_TRACE_IO_HANDLER_END(fd) ((void)0)
+#define SQ_TRACE_EVENT_BEGIN(s, value) ((void)0)
+#define SQ_TRACE_EVENT_END() ((void)0)
+#define SQ_TRACE_TIMER_BEGIN(t, now, after) ((void)0)
+#define SQ_TRACE_TIMER_END() ((void)0)
+#define SQ_TRACE_IO_BEGIN(flow, fd, write, length) ((void)0)
+#define SQ_TRACE_IO_END(fd, result) ((void)(fd))
+#define SQ_TRACE_POOL(kind, a, b, live, idle, searching) ((void)0)
+#define SQ_TRACE_SIGNAL(signo) ((void)0)
+#define SQ_TRACE_INHERIT(flow) ((void)0)
+#define SQ_TRACE_SUBMIT_KIND(kind) ((void)0)
+
+#endif /* SQ_NO_TRACE */
+
+#endif /* SWIFTQUEUES_TRACE_INTERNAL_H */
