@@ -64,6 +64,7 @@ BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
 
 .PHONY: all deps lib pc test test-c test-c-wide test-chaos test-chaos-short \
         test-install test-swift test-swift-executor test-snippets test-tsan test-asan \
+        release-checks \
         bench demo install uninstall clean
 
 all: lib
@@ -165,8 +166,15 @@ test-install: lib
 	     -Wl,-rpath,$(CURDIR)/$(BUILD)/install-check/lib'
 	$(BUILD)/install-check/quickstart
 
-test-swift: deps
-	$(SWIFT) test $(SWIFT_TEST_FLAGS)
+# The misuse messages must survive -O: one release build of the
+# Tests/MisuseChecks program, run by MisuseMessageTests in both swift test
+# runs below (SWIFTQUEUES_RELEASE_CHECKS names its folder).
+release-checks: deps
+	$(SWIFT) build -c release --product MisuseChecks
+RELEASE_CHECKS_ENV = SWIFTQUEUES_RELEASE_CHECKS="$$($(SWIFT) build -c release --show-bin-path)"
+
+test-swift: deps release-checks
+	$(RELEASE_CHECKS_ENV) $(SWIFT) test $(SWIFT_TEST_FLAGS)
 
 # The whole Swift suite again with SwiftQueues as Swift concurrency's
 # global executor (installed from the environment before main). Swift
@@ -174,8 +182,8 @@ test-swift: deps
 # worker while it waits: a cap above the default 64 keeps the blocked ones
 # from holding every thread the queue work they wait for needs
 # (docs/ARCHITECTURE.md, "Blocking tasks share the queues' cap").
-test-swift-executor: deps
-	SWIFTQUEUES_GLOBAL_EXECUTOR=1 SQ_MAX_THREADS=256 $(SWIFT) test $(SWIFT_TEST_FLAGS)
+test-swift-executor: deps release-checks
+	$(RELEASE_CHECKS_ENV) SWIFTQUEUES_GLOBAL_EXECUTOR=1 SQ_MAX_THREADS=256 $(SWIFT) test $(SWIFT_TEST_FLAGS)
 
 # Every Swift / C snippet of README.md and docs/*.md, built in one scratch
 # package under $(BUILD)/snippets that depends on this one by path.

@@ -120,7 +120,7 @@ public class EventSource: @unchecked Sendable {
         do {
             return try create(type, handle: 0, mask: mask, queue: queue, name: name)
         } catch {
-            fatalError("SwiftQueues: \(error)")
+            misuse("\(name) source", "cannot be created: \(error)")
         }
     }
 
