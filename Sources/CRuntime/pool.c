@@ -956,6 +956,9 @@ _sq_worker_park(struct sq_worker_s *w)
 	 * idle_pop (after our push, by the idle lock) finds us, or our look
 	 * here (after the push and this fence) sees its job. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* After the fence, the last job's writes are ordered before this
+	 * look at the main runner's flag (main_queue.c). */
+	_sq_main_runner_job_done();
 	if (_sq_pool_has_work() && (SQ_CHAOS_POINT(), _sq_idle_remove(w))) {
 		__atomic_store_n(&w->parked, 0, __ATOMIC_RELAXED);
 		_sq_worker_search_again(w);
@@ -1027,6 +1030,9 @@ _sq_worker_main(void *arg)
 			if (w->searching)
 				_sq_worker_stop_searching(w);
 			_sq_worker_run(w, job, root);
+			/* The job may have made true what the main thread
+			 * waits for in sq_main_queue_run_until. */
+			_sq_main_runner_job_done();
 			continue;
 		}
 		if (!_sq_worker_park(w))

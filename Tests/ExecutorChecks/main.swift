@@ -216,6 +216,57 @@ private func mainActorSyncMain() {
     print("sync-main: MainActor work ran while main drained WorkQueue.main")
 }
 
+/// A thread of our own (not a worker of the pool), running `body`.
+private final class ThreadBody {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+}
+
+private func startThread(_ body: @escaping @Sendable () -> Void) {
+    var thread = pthread_t()
+    let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+    let rc = pthread_create(&thread, nil, { context in
+        Unmanaged<ThreadBody>.fromOpaque(context!).takeRetainedValue().body()
+        return nil
+    }, box)
+    check(rc == 0, "pthread_create failed")
+    pthread_detach(thread)
+}
+
+/// runMain(until:) wakes for a condition made true off the main queue, with
+/// nothing sent to the main queue: by a task, by global-queue work, by a
+/// thread of our own that calls wakeMain(). Installed, the runner does not
+/// poll: a lost wake-up waits for the 20 s deadline.
+private func mainWake() {
+    install()
+    func rounds(_ what: String, _ start: (AtomicCounter) -> Void) {
+        for round in 0..<100 {
+            let flag = AtomicCounter()
+            start(flag)
+            let begin = ContinuousClock.now
+            let met = WorkQueue.runMain(until: { flag.load() == 1 }, deadline: .now() + .seconds(20))
+            check(met && ContinuousClock.now - begin < .seconds(10),
+                  "\(what): round \(round) was not woken")
+        }
+    }
+    rounds("task") { flag in Task.detached { flag.store(1) } }
+    rounds("global queue") { flag in WorkQueue.global().async { flag.store(1) } }
+    rounds("thread") { flag in startThread { flag.store(1); WorkQueue.wakeMain() } }
+    // The forms that wait for a group or a task.
+    let group = WorkGroup()
+    let slept = AtomicCounter()
+    WorkQueue.global().async(group: group) { usleep(2_000); slept.store(1) }
+    check(WorkQueue.runMain(until: group, deadline: .now() + .seconds(20)), "group wait timed out")
+    check(slept.load() == 1, "group wait returned early")
+    let task = Task { @MainActor () -> Int in
+        check(onMainQueue(), "main-actor task off the main queue")
+        try? await Task.sleep(for: .milliseconds(2))
+        return 42
+    }
+    check(WorkQueue.runMain(until: task) == 42, "runMain(until: task) returned the wrong value")
+    print("main-wake: runMain(until:) woke for tasks, global-queue work and a thread's wakeMain(); group and task forms")
+}
+
 private func tooLate() {
     let result = AtomicCounter()
     let done = CountingSemaphore(value: 0)
@@ -247,6 +298,7 @@ case "queue-actors": queueActors()
 case "queue-actor-chain": queueActorChain()
 case "sync-main": mainActorSyncMain()
 case "too-late": tooLate()
+case "main-wake": mainWake()
 default: fail("unknown mode")
 }
 exit(0)

@@ -65,6 +65,14 @@ import SwiftQueues
         #expect(output.contains("async-main: main drained WorkQueue.main; MainActor isolated there"))
     }
 
+    /// A condition made true by a task, by global-queue work or by a
+    /// thread that calls wakeMain() ends runMain(until:) at once.
+    @Test func runMainWakesForConditionsMadeTrueOffTheMainQueue() throws {
+        let (status, output) = try Self.run("ExecutorChecks", ["main-wake"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("main-wake: runMain(until:) woke for tasks, global-queue work"))
+    }
+
     @Test func installingTooLateChangesNothing() throws {
         let (status, output) = try Self.run("ExecutorChecks", ["too-late"])
         #expect(status == 0, "\(output)")
