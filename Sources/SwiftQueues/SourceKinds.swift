@@ -146,9 +146,11 @@ public final class WriteSource: EventSource, @unchecked Sendable {
 ///
 /// While the source is active the signal is caught (its default action
 /// does not happen); the previous disposition comes back when the last
-/// source for the signal is cancelled. As with GCD, call
-/// `signal(SIGHUP, SIG_IGN)` first for a signal whose default action
-/// would end the process before the source is armed.
+/// source for the signal is cancelled. ``EventSource/activate()`` (or the
+/// first ``EventSource/resume()``) returns once the signal is caught, so a
+/// signal sent after it reaches the source: unlike with GCD, no
+/// `signal(SIGHUP, SIG_IGN)` is needed first. A signal that arrives
+/// before activation still gets its previous disposition.
 public final class SignalSource: EventSource, @unchecked Sendable {
     /// Creates an inactive source for `signal`. Throws ``SourceError`` with
     /// `EINVAL` for a signal that cannot be watched (SIGKILL, SIGSTOP,
