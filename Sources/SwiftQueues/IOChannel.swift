@@ -29,14 +29,33 @@ import CSwiftQueues
 /// awaiting an async read was cancelled), `ESPIPE` (a
 /// random-access channel on something that is not a file), `ENOENT` /
 /// `EACCES` (a path channel could not open its file), `EINVAL` (a relative
-/// path).
+/// path: the description says so).
+///
+/// Two errors are equal when their codes are (``detail`` is for people).
 public struct IOError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The `errno` value.
     public let errnoCode: Int32
 
+    /// What was wrong, when the code alone does not say it (nil otherwise).
+    public let detail: String?
+
     /// An error for `errnoCode`.
     public init(errnoCode: Int32) {
+        self.init(errnoCode: errnoCode, detail: nil)
+    }
+
+    /// An error for `errnoCode` that says what was wrong.
+    public init(errnoCode: Int32, detail: String?) {
         self.errnoCode = errnoCode
+        self.detail = detail
+    }
+
+    public static func == (lhs: IOError, rhs: IOError) -> Bool {
+        lhs.errnoCode == rhs.errnoCode
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(errnoCode)
     }
 
     /// nil for 0 (success), else the error.
@@ -49,9 +68,10 @@ public struct IOError: Error, Sendable, Hashable, CustomStringConvertible {
         String(cString: strerror(errnoCode))
     }
 
-    /// `<strerror> (errno <n>)`.
+    /// `<strerror> (errno <n>)`, then `: <detail>` if there is one.
     public var description: String {
-        "\(message) (errno \(errnoCode))"
+        let text = "\(message) (errno \(errnoCode))"
+        return detail.map { "\(text): \($0)" } ?? text
     }
 }
 
@@ -163,10 +183,15 @@ public final class IOChannel: @unchecked Sendable {
     /// descriptor. A failing open is reported to the operations and to
     /// `cleanup`; the channel closes the file it opened itself.
     ///
-    /// - Throws: `EINVAL` when `path` is not absolute.
+    /// - Throws: `EINVAL` when `path` is not absolute (the error's
+    ///   description says so).
     public init(kind: Kind, path: String, flags: Int32, mode: mode_t = 0,
                 queue: WorkQueue? = nil,
                 cleanup: (@Sendable (IOError?) -> Void)? = nil) throws(IOError) {
+        guard path.hasPrefix("/") else {
+            throw IOError(errnoCode: EINVAL,
+                          detail: "path '\(path)' is relative: a path channel needs an absolute path")
+        }
         let box = cleanup.map(CallbackBox.retained)
         errno = 0
         let created = path.withCString {
