@@ -291,6 +291,41 @@ private func tooLate() {
     print("too-late: install from a task returned false; tasks still ran")
 }
 
+/// From the main thread, after a task has already run on Swift's default
+/// executor: refused (once with a line on stderr), and tasks keep running.
+private func lateInstall() {
+    let done = CountingSemaphore(value: 0)
+    Task.detached { done.signal() }
+    done.wait()
+    check(!WorkQueue.installAsGlobalExecutor(), "a late install from the main thread returned true")
+    check(!WorkQueue.installAsGlobalExecutor(), "a second late install returned true")
+    check(!WorkQueue.isGlobalExecutor, "isGlobalExecutor after a refused install")
+    let sum = AtomicCounter()
+    Task.detached {
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<1000 { group.addTask { sum.increment() } }
+        }
+        try? await Task.sleep(for: .milliseconds(5))
+        done.signal()
+    }
+    done.wait()
+    check(sum.load() == 1000, "tasks lost after a refused install")
+    print("late-install: refused after a task ran on the default executor; tasks still ran")
+}
+
+/// A synchronous main.swift that runs its async code with runAsyncMain:
+/// installed first, the body on the main actor, exit(0) when it returns.
+private func runAsyncMainMode() -> Never {
+    WorkQueue.runAsyncMain {
+        check(WorkQueue.isGlobalExecutor, "runAsyncMain did not install")
+        check(onMainQueue(), "the body ran off the main queue")
+        let value = await Task.detached { 21 * 2 }.value
+        try await Task.sleep(for: .milliseconds(2))
+        check(value == 42 && onMainQueue(), "after awaits")
+        print("run-async-main: installed, the body ran on the main actor")
+    }
+}
+
 switch CommandLine.arguments.dropFirst().first {
 case "priorities": priorities()
 case "semantics": semantics()
@@ -299,6 +334,8 @@ case "queue-actor-chain": queueActorChain()
 case "sync-main": mainActorSyncMain()
 case "too-late": tooLate()
 case "main-wake": mainWake()
+case "late-install": lateInstall()
+case "run-async-main": runAsyncMainMode()
 default: fail("unknown mode")
 }
 exit(0)
