@@ -134,6 +134,10 @@ static struct {
 	struct sq_worker_s *idle;        /* the idle list: most recent first */
 	struct sq_worker_s *idle_oldest; /* and its other end */
 	pthread_attr_t thread_attr;
+	/* The nice value of the thread that started the pool (the program's),
+	 * and whether a thread may go from BACKGROUND's nice back to it. */
+	int base_nice;
+	bool nice_reversible;
 	/* The monitor: started with the pool; sleeps on `kick` while no work
 	 * waits. */
 	uint32_t monitor_kick;  /* futex word: 1 once kicked */
@@ -150,6 +154,7 @@ static struct {
 } _sq_pool;
 
 static sq_once_t _sq_pool_once;
+static sq_once_t _sq_nice_probe_once;
 static SQ_TLS struct sq_worker_s *_sq_self;
 SQ_TLS int _sq_apply_depth;
 
@@ -245,6 +250,9 @@ _sq_pool_init_once(void *unused)
 	_sq_pool.net_enabled = _sq_env_int("SQ_MONITOR_NET", 1, 0, 1) != 0;
 	_sq_pool.net_debug = _sq_env_int("SQ_DEBUG_NET", 0, 0, 1) != 0;
 	_sq_pool.spin_ns = SQ_SPIN_MIN_NS;
+	errno = 0;
+	int nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+	_sq_pool.base_nice = errno == 0 ? nice : 0;
 	pthread_attr_init(&_sq_pool.thread_attr);
 	pthread_attr_setdetachstate(&_sq_pool.thread_attr,
 			PTHREAD_CREATE_DETACHED);
@@ -853,21 +861,65 @@ _sq_worker_set_name(struct sq_worker_s *w, const char *label)
 	pthread_setname_np(pthread_self(), w->name);
 }
 
+/* BACKGROUND work's nice value: SQ_BACKGROUND_NICE above the program's. */
+static int
+_sq_background_nice(void)
+{
+	int nice = _sq_pool.base_nice + SQ_BACKGROUND_NICE;
+	return nice > 19 ? 19 : nice;
+}
+
+static void *
+_sq_nice_probe_thread(void *unused)
+{
+	/* A thread of its own, since a refused way back would leave it
+	 * niced for good. Lowering the nice value needs CAP_SYS_NICE (in
+	 * the initial user namespace) or a high enough RLIMIT_NICE; trying
+	 * is the only sure test. */
+	id_t tid = (id_t)gettid();
+	bool ok = setpriority(PRIO_PROCESS, tid, _sq_background_nice()) == 0
+			&& setpriority(PRIO_PROCESS, tid, _sq_pool.base_nice) == 0;
+	return ok ? (void *)1 : NULL;
+}
+
+static void
+_sq_nice_probe(void *unused)
+{
+	pthread_t thread;
+	void *result = NULL;
+	/* No thread to spare: BACKGROUND work is simply not niced. */
+	if (pthread_create(&thread, NULL, _sq_nice_probe_thread, NULL) == 0)
+		pthread_join(thread, &result);
+	_sq_pool.nice_reversible = result != NULL;
+}
+
+/* Whether workers may nice themselves for BACKGROUND work: only if they
+ * can come back. Otherwise a worker that ran one BACKGROUND job would run
+ * everything after it at nice 10, at a tenth of a contended CPU's share:
+ * with SQ_WORKERS=1 the whole program. */
+static bool
+_sq_nice_reversible(void)
+{
+	sq_once_f(&_sq_nice_probe_once, NULL, _sq_nice_probe);
+	return _sq_pool.nice_reversible;
+}
+
 static void
 _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root)
 {
 	__atomic_store_n(&w->jobs, w->jobs + 1, __ATOMIC_RELAXED);
 	_sq_tsan_acquire(job);
 
-	/* BACKGROUND work runs at a low OS priority; other work at the
-	 * normal one. Raising it back may be refused to an unprivileged
-	 * process: then the worker stays niced (see docs/ARCHITECTURE.md). */
+	/* BACKGROUND work runs at a low OS priority, other work at the
+	 * program's, when the process may go back and forth (see
+	 * _sq_nice_reversible). */
 	if (root == SQ_ROOT_BACKGROUND && !w->niced) {
-		if (setpriority(PRIO_PROCESS, (id_t)w->tid,
-				SQ_BACKGROUND_NICE) == 0)
+		if (_sq_nice_reversible() && setpriority(PRIO_PROCESS,
+				(id_t)w->tid, _sq_background_nice()) == 0)
 			w->niced = true;
 	} else if (root != SQ_ROOT_BACKGROUND && w->niced) {
-		if (setpriority(PRIO_PROCESS, (id_t)w->tid, 0) == 0)
+		if (setpriority(PRIO_PROCESS, (id_t)w->tid,
+				_sq_pool.base_nice) == 0)
 			w->niced = false;
 	}
 	w->root = root;
@@ -1016,6 +1068,10 @@ _sq_worker_main(void *arg)
 	struct sq_worker_s *w = arg;
 	_sq_self = w;
 	w->tid = gettid();
+	/* A worker started by a niced one inherits its nice value. */
+	errno = 0;
+	int nice = getpriority(PRIO_PROCESS, (id_t)w->tid);
+	w->niced = errno == 0 && nice != _sq_pool.base_nice;
 	w->name[0] = '\0';
 	_sq_worker_set_name(w, "sq.worker");
 	/* The precise timers' runner sleeps until just before a deadline

@@ -326,6 +326,49 @@ private func runAsyncMainMode() -> Never {
     }
 }
 
+/// The calling thread's nice value.
+private func threadNice() -> Int32 {
+    errno = 0
+    // who 0: the calling thread (Linux keeps a nice value per thread).
+    let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+    return errno == 0 ? nice : -100
+}
+
+private actor CallCounter {
+    var calls = 0
+    var niced = 0
+    func call(_ base: Int32) {
+        calls += 1
+        if threadNice() != base { niced += 1 }
+    }
+}
+
+/// Run with SQ_WORKERS=1: a process that may not lower its nice value again
+/// (no CAP_SYS_NICE, RLIMIT_NICE 0) runs one background task, then 100,000
+/// calls into a default actor. None of them may run niced: they did, at
+/// nice 10 (a tenth of a contended CPU), once the one worker had run
+/// background work.
+private func backgroundNice() {
+    var none = rlimit(rlim_cur: 0, rlim_max: 0)
+    _ = setrlimit(__rlimit_resource_t(__RLIMIT_NICE.rawValue), &none)
+    if getuid() == 0 {
+        check(setgid(65534) == 0 && setuid(65534) == 0, "could not drop root")
+    }
+    install()
+    let base = threadNice()
+    runAsync {
+        let background = await Task.detached(priority: .background) { threadNice() }.value
+        check(background == base, "background task ran at nice \(background), not \(base)")
+        let counter = CallCounter()
+        let niced = await Task.detached { () -> Int in
+            for _ in 0..<100_000 { await counter.call(base) }
+            return await counter.niced
+        }.value
+        check(niced == 0, "\(niced) of 100,000 actor calls ran niced")
+    }
+    print("background-nice: 100,000 actor calls after a background task, none niced")
+}
+
 switch CommandLine.arguments.dropFirst().first {
 case "priorities": priorities()
 case "semantics": semantics()
@@ -336,6 +379,7 @@ case "too-late": tooLate()
 case "main-wake": mainWake()
 case "late-install": lateInstall()
 case "run-async-main": runAsyncMainMode()
+case "background-nice": backgroundNice()
 default: fail("unknown mode")
 }
 exit(0)

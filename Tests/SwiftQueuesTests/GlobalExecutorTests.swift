@@ -66,6 +66,15 @@ import SwiftQueues
         #expect(output.contains("queue-actor-chain: pool work ran between the calls of a long chain"))
     }
 
+    /// With one worker, work after a background task does not stay niced
+    /// when the process cannot raise its priority again.
+    @Test func workAfterABackgroundTaskIsNotNiced() throws {
+        let (status, output) = try Self.run("ExecutorChecks", ["background-nice"],
+                                            environment: ["SQ_WORKERS": "1"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("background-nice: 100,000 actor calls after a background task, none niced"))
+    }
+
     @Test func mainActorWithASynchronousMain() throws {
         let (status, output) = try Self.run("ExecutorChecks", ["sync-main"])
         #expect(status == 0, "\(output)")
