@@ -57,11 +57,12 @@ extension WorkQueue {
         if isGlobalExecutor {
             return runMainUntil(condition, deadline: deadline)
         }
-        while true {
-            let slice = Swift.min(deadline, .now() + .milliseconds(10))
-            if runMainUntil(condition, deadline: slice) { return true }
-            if slice == deadline { return false }
+        // Slices of 10 ms, the last one ending at the deadline (which may
+        // be on the wall clock: compared through the time left).
+        while sq_time_nanoseconds_until(deadline.rawValue) > 10_000_000 {
+            if runMainUntil(condition, deadline: .now() + .milliseconds(10)) { return true }
         }
+        return runMainUntil(condition, deadline: deadline)
     }
 
     private static func runMainUntil(_ condition: () -> Bool, deadline: WorkDeadline) -> Bool {

@@ -94,6 +94,12 @@ private func runUntilTaskOrGroup() {
     guard WorkQueue.runMain(until: group, deadline: .now() + .seconds(20)), done.load() == 10 else {
         fail("runMain(until: group) returned before the group was empty")
     }
+    // A wall-clock deadline ends a wait on a condition that never holds.
+    let begin = ContinuousClock.now
+    guard !WorkQueue.runMain(until: { false }, deadline: .wallNow() + .milliseconds(30)),
+          ContinuousClock.now - begin < .seconds(10) else {
+        fail("runMain(until:) with a wall-clock deadline")
+    }
     print("runMain(until:): woken by tasks; task and group forms")
 }
 
