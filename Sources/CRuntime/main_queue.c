@@ -62,16 +62,15 @@ sq_main_queue_wakeup(void)
 	_sq_main_queue_wakeup();
 }
 
-/* 1 while sq_main_queue_run_until waits on a condition: the next job to
- * finish on a worker takes it to 0 and wakes the runner. Alone on its
- * line: workers read it after every job, the runner writes it each look. */
-uint32_t _sq_main_runner_armed __attribute__((aligned(SQ_CACHELINE)));
+/* armed is 1 while sq_main_queue_run_until waits on a condition: the next
+ * job to finish on a worker takes it to 0 and wakes the runner. */
+struct sq_main_runner_s _sq_main_runner;
 
 void
 _sq_main_runner_wake_slow(void)
 {
 	/* Only the first job to see the flag writes the eventfd. */
-	if (__atomic_exchange_n(&_sq_main_runner_armed, 0, __ATOMIC_SEQ_CST))
+	if (__atomic_exchange_n(&_sq_main_runner.armed, 0, __ATOMIC_SEQ_CST))
 		_sq_main_queue_wakeup();
 }
 
@@ -155,7 +154,7 @@ sq_main_queue_run_until(sq_time_t deadline, bool (*condition)(void *),
 			 * wakes us), or those writes are seen by this look
 			 * (pool.c reads the flag after each job, and again
 			 * after a fence before it parks). */
-			__atomic_store_n(&_sq_main_runner_armed, 1,
+			__atomic_store_n(&_sq_main_runner.armed, 1,
 					__ATOMIC_SEQ_CST);
 			__atomic_thread_fence(__ATOMIC_SEQ_CST);
 		}
@@ -173,7 +172,7 @@ sq_main_queue_run_until(sq_time_t deadline, bool (*condition)(void *),
 		_sq_main_wait(deadline);
 	}
 	if (condition)
-		__atomic_store_n(&_sq_main_runner_armed, 0, __ATOMIC_RELAXED);
+		__atomic_store_n(&_sq_main_runner.armed, 0, __ATOMIC_RELAXED);
 	return met;
 }
 
