@@ -145,20 +145,8 @@ let misuseCases: [(mode: String, message: String)] = [
                    "set by `make test`, which builds Tests/MisuseChecks with -c release"),
           arguments: misuseCases.map(\.mode))
     func inAReleaseBuild(mode: String) throws {
-        let folder = ProcessInfo.processInfo.environment["SWIFTQUEUES_RELEASE_CHECKS"]!
-        let message = misuseCases.first { $0.mode == mode }!.message
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: folder).appendingPathComponent("MisuseChecks")
-        process.arguments = [mode]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGABRT,
-                "\(mode): \(text)")
-        #expect(text.contains(message), "\(mode): \(text)")
+        let folder = URL(fileURLWithPath: ProcessInfo.processInfo.environment["SWIFTQUEUES_RELEASE_CHECKS"]!)
+        let text = try Self.expectMisuse(folder.appendingPathComponent("MisuseChecks"), mode)
         #expect(!text.contains("precondition failure"), "\(mode): \(text)")
     }
 
@@ -166,10 +154,17 @@ let misuseCases: [(mode: String, message: String)] = [
     /// the program agree (the release run above uses both).
     @Test(arguments: misuseCases.map(\.mode))
     func inADebugBuild(mode: String) throws {
-        let message = misuseCases.first { $0.mode == mode }!.message
         let testBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        _ = try Self.expectMisuse(testBinary.deletingLastPathComponent().appendingPathComponent("MisuseChecks"),
+                                  mode)
+    }
+
+    /// Runs `program mode`, expects SIGABRT and the case's line on stderr;
+    /// returns stderr.
+    static func expectMisuse(_ program: URL, _ mode: String) throws -> String {
+        let message = misuseCases.first { $0.mode == mode }!.message
         let process = Process()
-        process.executableURL = testBinary.deletingLastPathComponent().appendingPathComponent("MisuseChecks")
+        process.executableURL = program
         process.arguments = [mode]
         let errors = Pipe()
         process.standardError = errors
@@ -180,5 +175,6 @@ let misuseCases: [(mode: String, message: String)] = [
         #expect(process.terminationReason == .uncaughtSignal && process.terminationStatus == SIGABRT,
                 "\(mode): \(text)")
         #expect(text.contains(message), "\(mode): \(text)")
+        return text
     }
 }
