@@ -209,7 +209,7 @@ final class MainQueueExecutor: MainExecutor, @unchecked Sendable {
 
     func stop() {
         stopped.store(1)
-        WorkQueue.main.async {}   // wakes run() to look at the flag
+        WorkQueue.wakeMain()      // run() looks at the flag again
     }
 }
 
