@@ -69,6 +69,7 @@ BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
 
 .PHONY: all deps lib pc test test-c test-c-wide test-chaos test-chaos-short \
         test-install test-swift test-swift-executor test-snippets test-tsan test-asan \
+        release-checks \
         bench bench-trace-cost trace-cost trace-demo notrace-lib demo install \
         uninstall clean
 
@@ -178,8 +179,15 @@ test-install: lib
 	     -Wl,-rpath,$(CURDIR)/$(BUILD)/install-check/lib'
 	$(BUILD)/install-check/quickstart
 
-test-swift: deps
-	$(SWIFT) test $(SWIFT_TEST_FLAGS)
+# The misuse messages must survive -O: one release build of the
+# Tests/MisuseChecks program, run by MisuseMessageTests in both swift test
+# runs below (SWIFTQUEUES_RELEASE_CHECKS names its folder).
+release-checks: deps
+	$(SWIFT) build -c release --product MisuseChecks
+RELEASE_CHECKS_ENV = SWIFTQUEUES_RELEASE_CHECKS="$$($(SWIFT) build -c release --show-bin-path)"
+
+test-swift: deps release-checks
+	$(RELEASE_CHECKS_ENV) $(SWIFT) test $(SWIFT_TEST_FLAGS)
 
 # The whole Swift suite again with SwiftQueues as Swift concurrency's
 # global executor (installed from the environment before main). Swift
@@ -187,8 +195,8 @@ test-swift: deps
 # worker while it waits: the default cap (SQ_MAX_THREADS 255) keeps the
 # blocked ones from holding every thread the queue work they wait for
 # needs (docs/ARCHITECTURE.md, "Blocking tasks share the queues' cap").
-test-swift-executor: deps
-	SWIFTQUEUES_GLOBAL_EXECUTOR=1 $(SWIFT) test $(SWIFT_TEST_FLAGS)
+test-swift-executor: deps release-checks
+	$(RELEASE_CHECKS_ENV) SWIFTQUEUES_GLOBAL_EXECUTOR=1 $(SWIFT) test $(SWIFT_TEST_FLAGS)
 
 # Every Swift / C snippet of README.md and docs/*.md, built in one scratch
 # package under $(BUILD)/snippets that depends on this one by path.

@@ -56,6 +56,18 @@ let package = Package(
             dependencies: ["SwiftQueues"],
             path: "Tests/ExecutorAsyncMain"
         ),
+        .executableTarget(
+            name: "ExecutorAppMain",
+            dependencies: ["SwiftQueues"],
+            path: "Tests/ExecutorAppMain"
+        ),
+        // Misuse of the Swift API, one case per run: the tests check each
+        // message, also from a release build (`make test` builds it so).
+        .executableTarget(
+            name: "MisuseChecks",
+            dependencies: ["SwiftQueues"],
+            path: "Tests/MisuseChecks"
+        ),
         .testTarget(
             name: "SwiftQueuesTests",
             dependencies: ["SwiftQueues"],

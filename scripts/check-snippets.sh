@@ -16,6 +16,8 @@
 #                   C: `void f(void)`, after #include <swiftqueues.h>)
 #   async-fragment  Swift statements wrapped in an `async throws` function
 #   declarations    Swift declarations only, compiled in a library file
+#   main-type       a whole Swift program whose entry point is a @main
+#                   type: compiled as a file other than main.swift
 #   manifest        part of a Package.swift (inside `Package(...)`): checked
 #                   with `swift package dump-package`, with every
 #                   `.package(path: ...)` pointing at this checkout
@@ -114,7 +116,7 @@ while read -r n lang mode where; do
                 grep -v '^import ' "$src" | sed 's/^/    /'
                 echo "}"
             } > "$OUT/pkg/Sources/$name/main.swift" ;;
-        declarations)
+        declarations|main-type)
             { echo "// From $where"; cat "$src"; } > "$OUT/pkg/Sources/$name/Snippet.swift" ;;
         *)
             echo "snippet $where: unknown mode '$mode'" >&2; exit 1 ;;

@@ -138,6 +138,10 @@ struct sq_source_s {
 	/* Commands for the loop. */
 	struct sq_loop_node_s node;
 	uint32_t cmd_bits;
+	/* Signal sources: 1 once the loop has handled the activation (the
+	 * handler is installed, or the source was cancelled first). A futex
+	 * word: sq_activate waits on it. */
+	uint32_t activated;
 
 	/* Loop-thread state. */
 	bool registered;

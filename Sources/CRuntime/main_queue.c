@@ -8,6 +8,15 @@
  * root queue, and only the main thread drains it. Suspend, resume
  * and set_context are ignored on it (seed 002 says so of global queues; we
  * treat the main queue alike so the main thread can never be left stuck).
+ *
+ * sq_main_queue_run_until waits for a condition that other threads make
+ * true. Three things wake it to look again: work for the main queue, a
+ * job that finishes on a worker while it waits (it arms a flag that the
+ * worker loop reads after each job, pool.c), and sq_main_queue_wakeup
+ * from any thread. Each is a wake-up (below); the runner takes the
+ * wake-up before each look at the condition, so one that comes after the
+ * look is still pending when it goes to sleep, and one that comes before
+ * it is seen by the look.
  */
 #include "queue_internal.h"
 
@@ -84,21 +93,43 @@ sq_main_queue_fd(void)
 	return fd; /* -1 with errno (EMFILE, ENFILE): ask again later */
 }
 
-size_t
-sq_main_queue_drain(void)
+void
+sq_main_queue_wakeup(void)
 {
-	if (!_sq_is_main_thread())
-		_sq_client_crash("sq_main_queue_drain", "called on a thread "
-				"other than the main thread");
-	/* Take the wake-up first: one that comes after this is for work
-	 * this drain may not see, and stays for the next. */
+	_sq_main_queue_wakeup();
+}
+
+/* armed is 1 while sq_main_queue_run_until waits on a condition: the next
+ * job to finish on a worker takes it to 0 and wakes the runner. */
+struct sq_main_runner_s _sq_main_runner;
+
+void
+_sq_main_runner_wake_slow(void)
+{
+	/* Only the first job to see the flag wakes the main thread. */
+	if (__atomic_exchange_n(&_sq_main_runner.armed, 0, __ATOMIC_SEQ_CST))
+		_sq_main_queue_wakeup();
+}
+
+/* Takes the pending wake-up (and empties the eventfd, if there is one):
+ * one that comes after this is for something the caller may not see, and
+ * stays for its next wait. */
+static void
+_sq_main_wake_take(void)
+{
 	__atomic_store_n(&_sq_main_wake.signal, 0, __ATOMIC_SEQ_CST);
 	int fd = __atomic_load_n(&_sq_main_wake.fd, __ATOMIC_SEQ_CST);
 	if (fd >= 0) {
 		uint64_t count;
 		ssize_t n = read(fd, &count, sizeof(count));
-		(void)n;
+		(void)n; /* EAGAIN: it was empty */
 	}
+}
+
+/* Runs what waits on the main queue (the wake-up already taken). */
+static size_t
+_sq_main_queue_drain_queued(void)
+{
 	/* Re-entered from a main-queue task: the outer drain goes on. */
 	for (struct sq_frame_s *f = _sq_current_frame; f; f = f->prev)
 		if (f->queue == &_sq_main_queue)
@@ -109,6 +140,16 @@ sq_main_queue_drain(void)
 	if (!(s & SQ_STATE_ENQUEUED))
 		return 0;
 	return _sq_queue_drain(&_sq_main_queue, 1024);
+}
+
+size_t
+sq_main_queue_drain(void)
+{
+	if (!_sq_is_main_thread())
+		_sq_client_crash("sq_main_queue_drain", "called on a thread "
+				"other than the main thread");
+	_sq_main_wake_take();
+	return _sq_main_queue_drain_queued();
 }
 
 /* Waits until a wake-up comes or the deadline passes. */
@@ -140,15 +181,35 @@ sq_main_queue_run_until(sq_time_t deadline, bool (*condition)(void *),
 	if (!_sq_is_main_thread())
 		_sq_client_crash("sq_main_queue_run_until", "called on a thread "
 				"other than the main thread");
+	bool met = false;
 	for (;;) {
-		if (condition && condition(context))
-			return true;
+		if (condition) {
+			/* Armed, then a full fence, then the look: a worker
+			 * whose job made the condition true either read the
+			 * flag after its job's writes were visible here (and
+			 * wakes us), or those writes are seen by this look
+			 * (pool.c reads the flag after each job, and again
+			 * after a fence before it parks). */
+			__atomic_store_n(&_sq_main_runner.armed, 1,
+					__ATOMIC_SEQ_CST);
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		}
+		/* Taken before the look: a wake-up from now on ends the
+		 * wait below at once. */
+		_sq_main_wake_take();
+		if (condition && condition(context)) {
+			met = true;
+			break;
+		}
 		if (sq_time_nanoseconds_until(deadline) == 0)
-			return false;
-		if (sq_main_queue_drain() > 0)
+			break;
+		if (_sq_main_queue_drain_queued() > 0)
 			continue;
 		_sq_main_wait(deadline);
 	}
+	if (condition)
+		__atomic_store_n(&_sq_main_runner.armed, 0, __ATOMIC_RELAXED);
+	return met;
 }
 
 /* fork() child (fork.c): the eventfd is shared with the parent, whose main

@@ -158,6 +158,10 @@ static struct {
 	struct sq_worker_s *idle;        /* the idle list: most recent first */
 	struct sq_worker_s *idle_oldest; /* and its other end */
 	pthread_attr_t thread_attr;
+	/* The nice value of the thread that started the pool (the program's),
+	 * and whether a thread may go from BACKGROUND's nice back to it. */
+	int base_nice;
+	bool nice_reversible;
 	/* The monitor: started with the first worker; sleeps on `kick` while
 	 * no work waits. */
 	uint32_t monitor_kick;  /* futex word: 1 once kicked */
@@ -197,6 +201,8 @@ enum {
 			__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),     \
 			__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED),    \
 			__atomic_load_n(&_sq_pool.searching, __ATOMIC_RELAXED))
+
+static sq_once_t _sq_nice_probe_once;
 static SQ_TLS struct sq_worker_s *_sq_self;
 SQ_TLS int _sq_apply_depth;
 
@@ -290,6 +296,9 @@ _sq_pool_init_once(void *unused)
 	_sq_pool.net_enabled = _sq_env_int("SQ_MONITOR_NET", 1, 0, 1) != 0;
 	_sq_pool.net_debug = _sq_env_int("SQ_DEBUG_NET", 0, 0, 1) != 0;
 	_sq_pool.spin_ns = SQ_SPIN_MIN_NS;
+	errno = 0;
+	int nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+	_sq_pool.base_nice = errno == 0 ? nice : 0;
 	pthread_attr_init(&_sq_pool.thread_attr);
 	pthread_attr_setdetachstate(&_sq_pool.thread_attr,
 			PTHREAD_CREATE_DETACHED);
@@ -1007,21 +1016,65 @@ _sq_worker_set_name(struct sq_worker_s *w, const char *label)
 	pthread_setname_np(pthread_self(), w->name);
 }
 
+/* BACKGROUND work's nice value: SQ_BACKGROUND_NICE above the program's. */
+static int
+_sq_background_nice(void)
+{
+	int nice = _sq_pool.base_nice + SQ_BACKGROUND_NICE;
+	return nice > 19 ? 19 : nice;
+}
+
+static void *
+_sq_nice_probe_thread(void *unused)
+{
+	/* A thread of its own, since a refused way back would leave it
+	 * niced for good. Lowering the nice value needs CAP_SYS_NICE (in
+	 * the initial user namespace) or a high enough RLIMIT_NICE; trying
+	 * is the only sure test. */
+	id_t tid = (id_t)gettid();
+	bool ok = setpriority(PRIO_PROCESS, tid, _sq_background_nice()) == 0
+			&& setpriority(PRIO_PROCESS, tid, _sq_pool.base_nice) == 0;
+	return ok ? (void *)1 : NULL;
+}
+
+static void
+_sq_nice_probe(void *unused)
+{
+	pthread_t thread;
+	void *result = NULL;
+	/* No thread to spare: BACKGROUND work is simply not niced. */
+	if (pthread_create(&thread, NULL, _sq_nice_probe_thread, NULL) == 0)
+		pthread_join(thread, &result);
+	_sq_pool.nice_reversible = result != NULL;
+}
+
+/* Whether workers may nice themselves for BACKGROUND work: only if they
+ * can come back. Otherwise a worker that ran one BACKGROUND job would run
+ * everything after it at nice 10, at a tenth of a contended CPU's share:
+ * with SQ_WORKERS=1 the whole program. */
+static bool
+_sq_nice_reversible(void)
+{
+	sq_once_f(&_sq_nice_probe_once, NULL, _sq_nice_probe);
+	return _sq_pool.nice_reversible;
+}
+
 static void
 _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root)
 {
 	__atomic_store_n(&w->jobs, w->jobs + 1, __ATOMIC_RELAXED);
 	_sq_tsan_acquire(job);
 
-	/* BACKGROUND work runs at a low OS priority; other work at the
-	 * normal one. Raising it back may be refused to an unprivileged
-	 * process: then the worker stays niced (see docs/ARCHITECTURE.md). */
+	/* BACKGROUND work runs at a low OS priority, other work at the
+	 * program's, when the process may go back and forth (see
+	 * _sq_nice_reversible). */
 	if (root == SQ_ROOT_BACKGROUND && !w->niced) {
-		if (setpriority(PRIO_PROCESS, (id_t)w->tid,
-				SQ_BACKGROUND_NICE) == 0)
+		if (_sq_nice_reversible() && setpriority(PRIO_PROCESS,
+				(id_t)w->tid, _sq_background_nice()) == 0)
 			w->niced = true;
 	} else if (root != SQ_ROOT_BACKGROUND && w->niced) {
-		if (setpriority(PRIO_PROCESS, (id_t)w->tid, 0) == 0)
+		if (setpriority(PRIO_PROCESS, (id_t)w->tid,
+				_sq_pool.base_nice) == 0)
 			w->niced = false;
 	}
 	w->root = root;
@@ -1113,6 +1166,9 @@ _sq_worker_park(struct sq_worker_s *w)
 	 * idle_pop (after our push, by the idle lock) finds us, or our look
 	 * here (after the push and this fence) sees its job. */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* After the fence, the last job's writes are ordered before this
+	 * look at the main runner's flag (main_queue.c). */
+	_sq_main_runner_job_done();
 	if (_sq_pool_has_work() && (SQ_CHAOS_POINT(), _sq_idle_remove(w))) {
 		__atomic_store_n(&w->parked, 0, __ATOMIC_RELAXED);
 		_sq_worker_search_again(w);
@@ -1209,6 +1265,10 @@ _sq_worker_main(void *arg)
 	_sq_self = w;
 	_sq_trace_set_role(SQ_ROLE_WORKER, (int)(w - _sq_pool.workers));
 	w->tid = gettid();
+	/* A worker started by a niced one inherits its nice value. */
+	errno = 0;
+	int nice = getpriority(PRIO_PROCESS, (id_t)w->tid);
+	w->niced = errno == 0 && nice != _sq_pool.base_nice;
 	w->name[0] = '\0';
 	_sq_worker_set_name(w, "sq.worker");
 	/* The precise timers' runner sleeps until just before a deadline
@@ -1223,6 +1283,9 @@ _sq_worker_main(void *arg)
 			if (w->searching)
 				_sq_worker_stop_searching(w);
 			_sq_worker_run(w, job, root);
+			/* The job may have made true what the main thread
+			 * waits for in sq_main_queue_run_until. */
+			_sq_main_runner_job_done();
 			continue;
 		}
 		if (!_sq_worker_park(w))

@@ -244,4 +244,24 @@ SQ_INTERNAL bool _sq_is_main_thread(void);
 /* The main queue's hook: its wake-up makes the eventfd readable. */
 SQ_INTERNAL void _sq_main_queue_wakeup(void);
 
+/* Set while sq_main_queue_run_until waits on a condition (main_queue.c).
+ * Alone on its cache line (the alignment pads the struct to a line):
+ * workers read it after every job, the runner writes it at each look. */
+struct sq_main_runner_s {
+	_Alignas(SQ_CACHELINE) uint32_t armed;
+};
+SQ_INTERNAL extern struct sq_main_runner_s _sq_main_runner;
+SQ_INTERNAL void _sq_main_runner_wake_slow(void);
+
+/* Called by a worker after each job: wakes a main-queue runner that waits
+ * on a condition, so that it looks at it again (the job may have made it
+ * true). One relaxed load of a line nobody writes otherwise. */
+static inline void
+_sq_main_runner_job_done(void)
+{
+	if (__builtin_expect(__atomic_load_n(&_sq_main_runner.armed,
+			__ATOMIC_RELAXED) != 0, 0))
+		_sq_main_runner_wake_slow();
+}
+
 #endif /* SWIFTQUEUES_QUEUE_INTERNAL_H */

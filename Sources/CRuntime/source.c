@@ -1123,6 +1123,12 @@ _sq_source_run_commands(struct sq_source_s *s)
 				__ATOMIC_SEQ_CST);
 		_sq_source_wakeup(s);
 	}
+	if ((bits & SQ_CMD_REGISTER) && s->type->kind == SQ_SOURCE_SIGNAL) {
+		/* Release: the activating thread, once it sees this, sees
+		 * the handler installed (the sigaction came before). */
+		__atomic_store_n(&s->activated, 1, __ATOMIC_RELEASE);
+		_sq_futex_wake(&s->activated, INT32_MAX);
+	}
 	if ((bits & SQ_CMD_TIMER) && !cancelled && s->registered)
 		_sq_source_timer_apply(s);
 	if (bits & SQ_CMD_CANCEL) {
@@ -1307,6 +1313,18 @@ _sq_source_activate(struct sq_object_s *object)
 	if (old & SQ_SRC_INACTIVE) {
 		_sq_source_post(s, SQ_CMD_REGISTER);
 		_sq_source_wakeup(s);
+		/* A signal source is armed when activation returns: the
+		 * runtime's handler is installed and the watcher unblocks
+		 * the number, so a signal raised right after it reaches the
+		 * source instead of its default action (which, for most
+		 * signals, ends the process). One round trip to the loop
+		 * thread, which never activates a source itself. */
+		if (s->type->kind == SQ_SOURCE_SIGNAL) {
+			/* Acquire: pairs with the loop's release. */
+			while (__atomic_load_n(&s->activated,
+					__ATOMIC_ACQUIRE) == 0)
+				_sq_futex_wait(&s->activated, 0, NULL);
+		}
 	}
 }
 

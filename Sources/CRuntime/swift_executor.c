@@ -103,6 +103,11 @@ extern SQ_SWIFTCC uint64_t swift_task_getJobTaskId(void *job)
 static sq_executor_ref_s _sq_main_executor;
 static bool _sq_installed;
 static sq_spinlock_t _sq_install_lock = SQ_SPINLOCK_INIT;
+/* Under the install lock: a job reached Swift's default executor before
+ * any install (see "Watching the default executor" below), and why the
+ * last install was refused. */
+static bool _sq_default_used;
+static const char *_sq_refusal;
 
 /* ---- Running jobs, and hops run in place ----------------------------------
  *
@@ -351,6 +356,137 @@ _sq_hook_async_main_drain(sq_drain_orig_t orig, sq_drain_override_t c)
 	sq_main();
 }
 
+/* ---- Watching the default executor ---------------------------------------
+ *
+ * An install after a task has run on Swift's default executor would leave
+ * jobs behind there (main-actor jobs on Dispatch's main queue, which
+ * nothing here drains), so it is refused; from inside a task that is easy
+ * to see (swift_task_getCurrent), from the main thread afterwards it is
+ * not. So, as the library loads, the four enqueue hooks are set to
+ * watchers that note the first job and pass it on to the runtime's own
+ * implementation (the `orig` argument every hook receives). The first job
+ * removes the watchers again: a process that never installs pays one
+ * locked look on its first enqueue, then nothing. A job a watcher sees
+ * after an install (it read the hook just before) goes to our hook.
+ */
+
+static SQ_SWIFTCC void _sq_watch_enqueue_global(void *, sq_enqueue_orig_t);
+static SQ_SWIFTCC void _sq_watch_enqueue_main(void *, sq_enqueue_orig_t);
+static SQ_SWIFTCC void _sq_watch_enqueue_delay(unsigned long long, void *,
+		sq_delay_orig_t);
+static SQ_SWIFTCC void _sq_watch_enqueue_deadline(long long, long long,
+		long long, long long, int, void *, sq_deadline_orig_t);
+
+/* Replaces a watcher by NULL (only a watcher: someone may have set their
+ * own hook since). */
+#define SQ_UNWATCH(hook, watcher)                                              \
+	do {                                                                   \
+		__typeof__(hook) expected = (watcher);                         \
+		__atomic_compare_exchange_n(&(hook), &expected, NULL, false,   \
+				__ATOMIC_RELEASE, __ATOMIC_RELAXED);           \
+	} while (0)
+
+/* Notes the first job on the default executor; returns whether SwiftQueues
+ * was installed meanwhile (then the job is ours to run). */
+static bool
+_sq_watch_job(void)
+{
+	sq_spinlock_lock(&_sq_install_lock);
+	bool installed = _sq_installed;
+	if (!installed && !_sq_default_used) {
+		_sq_default_used = true;
+		SQ_UNWATCH(swift_task_enqueueGlobal_hook, _sq_watch_enqueue_global);
+		SQ_UNWATCH(swift_task_enqueueMainExecutor_hook,
+				_sq_watch_enqueue_main);
+		SQ_UNWATCH(swift_task_enqueueGlobalWithDelay_hook,
+				_sq_watch_enqueue_delay);
+		SQ_UNWATCH(swift_task_enqueueGlobalWithDeadline_hook,
+				_sq_watch_enqueue_deadline);
+	}
+	sq_spinlock_unlock(&_sq_install_lock);
+	return installed;
+}
+
+static SQ_SWIFTCC void
+_sq_watch_enqueue_global(void *job, sq_enqueue_orig_t orig)
+{
+	if (_sq_watch_job())
+		_sq_hook_enqueue_global(job, orig);
+	else
+		orig(job);
+}
+
+static SQ_SWIFTCC void
+_sq_watch_enqueue_main(void *job, sq_enqueue_orig_t orig)
+{
+	if (_sq_watch_job())
+		_sq_hook_enqueue_main(job, orig);
+	else
+		orig(job);
+}
+
+static SQ_SWIFTCC void
+_sq_watch_enqueue_delay(unsigned long long delay, void *job,
+		sq_delay_orig_t orig)
+{
+	if (_sq_watch_job())
+		_sq_hook_enqueue_delay(delay, job, orig);
+	else
+		orig(delay, job);
+}
+
+static SQ_SWIFTCC void
+_sq_watch_enqueue_deadline(long long sec, long long nsec, long long tsec,
+		long long tnsec, int clock, void *job, sq_deadline_orig_t orig)
+{
+	if (_sq_watch_job())
+		_sq_hook_enqueue_deadline(sec, nsec, tsec, tnsec, clock, job,
+				orig);
+	else
+		orig(sec, nsec, tsec, tnsec, clock, job);
+}
+
+/* Whether the runtime has every hook and entry point we use. */
+static bool
+_sq_swift_hooks_present(void)
+{
+	return SQ_SWIFT_HOOKS_SUPPORTED
+			&& &swift_task_enqueueGlobal_hook != NULL
+			&& &swift_task_enqueueGlobalWithDelay_hook != NULL
+			&& &swift_task_enqueueGlobalWithDeadline_hook != NULL
+			&& &swift_task_enqueueMainExecutor_hook != NULL
+			&& &swift_task_getMainExecutor_hook != NULL
+			&& &swift_task_isMainExecutor_hook != NULL
+			&& &swift_task_asyncMainDrainQueue_hook != NULL
+			&& swift_job_run != NULL && swift_task_getCurrent != NULL;
+}
+
+/* Sets the watchers, as the library loads, where no hook is set yet. */
+static void
+_sq_watch_default_executor(void)
+{
+	if (!_sq_swift_hooks_present())
+		return;
+	sq_spinlock_lock(&_sq_install_lock);
+	if (!_sq_installed && !_sq_default_used
+			&& swift_task_enqueueGlobal_hook == NULL
+			&& swift_task_enqueueMainExecutor_hook == NULL
+			&& swift_task_enqueueGlobalWithDelay_hook == NULL
+			&& swift_task_enqueueGlobalWithDeadline_hook == NULL) {
+		/* Release: a thread that calls a watcher sees the state
+		 * above (the runtime reads hooks with plain loads). */
+		__atomic_store_n(&swift_task_enqueueGlobalWithDelay_hook,
+				_sq_watch_enqueue_delay, __ATOMIC_RELEASE);
+		__atomic_store_n(&swift_task_enqueueGlobalWithDeadline_hook,
+				_sq_watch_enqueue_deadline, __ATOMIC_RELEASE);
+		__atomic_store_n(&swift_task_enqueueMainExecutor_hook,
+				_sq_watch_enqueue_main, __ATOMIC_RELEASE);
+		__atomic_store_n(&swift_task_enqueueGlobal_hook,
+				_sq_watch_enqueue_global, __ATOMIC_RELEASE);
+	}
+	sq_spinlock_unlock(&_sq_install_lock);
+}
+
 /* ---- Installation --------------------------------------------------------- */
 
 bool
@@ -359,29 +495,53 @@ sq_swift_executor_installed(void)
 	return __atomic_load_n(&_sq_installed, __ATOMIC_ACQUIRE);
 }
 
+const char *
+sq_swift_executor_refusal(void)
+{
+	sq_spinlock_lock(&_sq_install_lock);
+	const char *reason = _sq_refusal;
+	sq_spinlock_unlock(&_sq_install_lock);
+	return reason;
+}
+
+/* Whether `hook` is unset, or set only by our watcher. */
+#define SQ_HOOK_FREE(hook, watcher) ((hook) == NULL || (hook) == (watcher))
+
 bool
 sq_swift_executor_install(sq_swift_executor_ref_t main_executor)
 {
-	if (!SQ_SWIFT_HOOKS_SUPPORTED || main_executor.identity == NULL
-			|| &swift_task_enqueueGlobal_hook == NULL
-			|| &swift_task_enqueueGlobalWithDelay_hook == NULL
-			|| &swift_task_enqueueGlobalWithDeadline_hook == NULL
-			|| &swift_task_enqueueMainExecutor_hook == NULL
-			|| &swift_task_getMainExecutor_hook == NULL
-			|| &swift_task_isMainExecutor_hook == NULL
-			|| &swift_task_asyncMainDrainQueue_hook == NULL
-			|| swift_job_run == NULL || swift_task_getCurrent == NULL)
+	if (!_sq_swift_hooks_present() || main_executor.identity == NULL) {
+		sq_spinlock_lock(&_sq_install_lock);
+		_sq_refusal = "this process's Swift concurrency runtime has no "
+				"executor hooks SwiftQueues can use";
+		sq_spinlock_unlock(&_sq_install_lock);
 		return false;
+	}
 	sq_spinlock_lock(&_sq_install_lock);
 	bool ok = _sq_installed;
-	if (!ok && swift_task_getCurrent() == NULL
-			&& swift_task_enqueueGlobal_hook == NULL
-			&& swift_task_enqueueGlobalWithDelay_hook == NULL
-			&& swift_task_enqueueGlobalWithDeadline_hook == NULL
-			&& swift_task_enqueueMainExecutor_hook == NULL
-			&& swift_task_getMainExecutor_hook == NULL
-			&& swift_task_isMainExecutor_hook == NULL
-			&& swift_task_asyncMainDrainQueue_hook == NULL) {
+	if (ok) {
+		/* A second call: nothing to do. */
+	} else if (swift_task_getCurrent() != NULL) {
+		_sq_refusal = "called from inside a task, which already runs on "
+				"Swift's default executor (an async main, or a "
+				"main.swift with top-level await, runs in one)";
+	} else if (_sq_default_used) {
+		_sq_refusal = "a task has already run on Swift's default "
+				"executor (jobs left there would be stranded)";
+	} else if (!SQ_HOOK_FREE(swift_task_enqueueGlobal_hook,
+				_sq_watch_enqueue_global)
+			|| !SQ_HOOK_FREE(swift_task_enqueueGlobalWithDelay_hook,
+				_sq_watch_enqueue_delay)
+			|| !SQ_HOOK_FREE(swift_task_enqueueGlobalWithDeadline_hook,
+				_sq_watch_enqueue_deadline)
+			|| !SQ_HOOK_FREE(swift_task_enqueueMainExecutor_hook,
+				_sq_watch_enqueue_main)
+			|| swift_task_getMainExecutor_hook != NULL
+			|| swift_task_isMainExecutor_hook != NULL
+			|| swift_task_asyncMainDrainQueue_hook != NULL) {
+		_sq_refusal = "another library has already set Swift "
+				"concurrency's executor hooks";
+	} else {
 		_sq_main_executor = (sq_executor_ref_s){
 			main_executor.identity, main_executor.implementation };
 		/* Release stores: a thread that sees a hook also sees the main
@@ -402,6 +562,7 @@ sq_swift_executor_install(sq_swift_executor_ref_t main_executor)
 		__atomic_store_n(&swift_task_enqueueGlobal_hook,
 				_sq_hook_enqueue_global, __ATOMIC_RELEASE);
 		__atomic_store_n(&_sq_installed, true, __ATOMIC_RELEASE);
+		_sq_refusal = NULL;
 		ok = true;
 	}
 	sq_spinlock_unlock(&_sq_install_lock);
@@ -413,7 +574,9 @@ extern void _sq_swift_install_from_environment(void) __attribute__((weak));
 
 /* SWIFTQUEUES_GLOBAL_EXECUTOR=1 installs the executor as the program loads,
  * before any main runs: the one way to have an async main (or a test
- * runner) start on SwiftQueues without code changes. */
+ * runner) start on SwiftQueues without code changes. Otherwise the
+ * default executor is watched until its first job, so that a later
+ * install can tell whether it comes too late. */
 __attribute__((constructor)) static void
 _sq_swift_executor_from_environment(void)
 {
@@ -421,4 +584,6 @@ _sq_swift_executor_from_environment(void)
 	if (value != NULL && strcmp(value, "1") == 0
 			&& _sq_swift_install_from_environment != NULL)
 		_sq_swift_install_from_environment();
+	else
+		_sq_watch_default_executor();
 }

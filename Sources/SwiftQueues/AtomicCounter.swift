@@ -172,7 +172,7 @@ public final class AtomicCounter: @unchecked Sendable {
     @inlinable
     @discardableResult
     public func testAndSetBit(_ bit: Int, ordering: Ordering = .barrier) -> Bool {
-        precondition((0..<64).contains(bit), "AtomicCounter: bit \(bit) out of range 0..<64")
+        if !(0..<64).contains(bit) { misuse("AtomicCounter.testAndSetBit", "bit \(bit) is out of range 0..<64") }
         switch ordering {
         case .barrier: return sq_atomic_test_and_set_bit64(_bits, UInt32(bit))
         case .relaxed: return sq_atomic_test_and_set_bit64_relaxed(_bits, UInt32(bit))
@@ -184,7 +184,7 @@ public final class AtomicCounter: @unchecked Sendable {
     @inlinable
     @discardableResult
     public func testAndClearBit(_ bit: Int, ordering: Ordering = .barrier) -> Bool {
-        precondition((0..<64).contains(bit), "AtomicCounter: bit \(bit) out of range 0..<64")
+        if !(0..<64).contains(bit) { misuse("AtomicCounter.testAndClearBit", "bit \(bit) is out of range 0..<64") }
         switch ordering {
         case .barrier: return sq_atomic_test_and_clear_bit64(_bits, UInt32(bit))
         case .relaxed: return sq_atomic_test_and_clear_bit64_relaxed(_bits, UInt32(bit))

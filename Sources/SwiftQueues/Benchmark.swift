@@ -16,7 +16,7 @@ import CSwiftQueues
 /// Returns 0 when `iterations` is 0 (and when `body` costs less than the
 /// loop's own noise). For profiling and tuning, not for production paths.
 public func benchmark(iterations: Int, _ body: () -> Void) -> UInt64 {
-    precondition(iterations >= 0, "benchmark: negative iteration count \(iterations)")
+    if iterations < 0 { misuse("benchmark(iterations:)", "negative iteration count \(iterations)") }
     // `body` crosses into C as a pointer to this stack slot: it is called
     // only while sq_benchmark_f runs, on this thread.
     return withoutActuallyEscaping(body) { body in

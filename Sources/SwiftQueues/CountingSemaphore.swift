@@ -37,7 +37,9 @@ public final class CountingSemaphore: @unchecked Sendable {
     /// Creates a semaphore holding `value` units (`value >= 0`). Use 0 to
     /// signal events between threads, n to guard a pool of n resources.
     public init(value: Int) {
-        precondition(value >= 0, "CountingSemaphore(value:): negative value \(value)")
+        if value < 0 {
+            misuse("CountingSemaphore(value:)", "negative value \(value) (a semaphore starts with 0 or more units)")
+        }
         raw = sq_semaphore_create(value).unsafelyUnwrapped
     }
 

@@ -156,8 +156,9 @@ public struct DataBuffer: Sendable {
     /// The bytes in `range`, sharing this buffer's memory
     /// (`sq_data_create_subrange`).
     public func subdata(in range: Range<Int>) -> DataBuffer {
-        Swift.precondition(range.lowerBound >= 0 && range.upperBound <= count,
-                           "DataBuffer.subdata(in:): \(range) is out of bounds 0..<\(count)")
+        if range.lowerBound < 0 || range.upperBound > count {
+            misuse("DataBuffer.subdata(in:)", "range \(range) is out of bounds 0..<\(count)")
+        }
         if range.count == count { return self }
         if range.isEmpty { return DataBuffer() }
         return DataBuffer(owning: sq_data_create_subrange(raw, range.lowerBound, range.count))
@@ -228,8 +229,9 @@ public struct DataBuffer: Sendable {
     @discardableResult
     public func copyBytes(to destination: UnsafeMutableRawBufferPointer, from range: Range<Int>? = nil) -> Int {
         let range = range ?? 0..<count
-        Swift.precondition(range.lowerBound >= 0 && range.upperBound <= count,
-                           "DataBuffer.copyBytes(to:from:): \(range) is out of bounds 0..<\(count)")
+        if range.lowerBound < 0 || range.upperBound > count {
+            misuse("DataBuffer.copyBytes(to:from:)", "range \(range) is out of bounds 0..<\(count)")
+        }
         let total = Swift.min(range.count, destination.count)
         guard total > 0, let target = destination.baseAddress else { return 0 }
         let table = storage.table
@@ -273,16 +275,18 @@ extension DataBuffer: RandomAccessCollection {
 
     /// The byte at `position` (O(1) on one region, O(log regions) on several).
     public subscript(position: Int) -> UInt8 {
-        Swift.precondition(position >= 0 && position < storage.count,
-                           "DataBuffer index \(position) is out of bounds 0..<\(storage.count)")
+        if position < 0 || position >= storage.count {
+            misuse("DataBuffer[_:]", "index \(position) is out of bounds 0..<\(storage.count)")
+        }
         let table = storage.table
         let region = table.region(containing: position)
         return table.bases[region].load(fromByteOffset: position - table.starts[region], as: UInt8.self)
     }
 
     public subscript(bounds: Range<Int>) -> Slice<DataBuffer> {
-        Swift.precondition(bounds.lowerBound >= 0 && bounds.upperBound <= storage.count,
-                           "DataBuffer range \(bounds) is out of bounds 0..<\(storage.count)")
+        if bounds.lowerBound < 0 || bounds.upperBound > storage.count {
+            misuse("DataBuffer[_:]", "range \(bounds) is out of bounds 0..<\(storage.count)")
+        }
         return Slice(base: self, bounds: bounds)
     }
 

@@ -29,14 +29,33 @@ import CSwiftQueues
 /// awaiting an async read was cancelled), `ESPIPE` (a
 /// random-access channel on something that is not a file), `ENOENT` /
 /// `EACCES` (a path channel could not open its file), `EINVAL` (a relative
-/// path).
+/// path: the description says so).
+///
+/// Two errors are equal when their codes are (``detail`` is for people).
 public struct IOError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The `errno` value.
     public let errnoCode: Int32
 
+    /// What was wrong, when the code alone does not say it (nil otherwise).
+    public let detail: String?
+
     /// An error for `errnoCode`.
     public init(errnoCode: Int32) {
+        self.init(errnoCode: errnoCode, detail: nil)
+    }
+
+    /// An error for `errnoCode` that says what was wrong.
+    public init(errnoCode: Int32, detail: String?) {
         self.errnoCode = errnoCode
+        self.detail = detail
+    }
+
+    public static func == (lhs: IOError, rhs: IOError) -> Bool {
+        lhs.errnoCode == rhs.errnoCode
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(errnoCode)
     }
 
     /// nil for 0 (success), else the error.
@@ -49,9 +68,10 @@ public struct IOError: Error, Sendable, Hashable, CustomStringConvertible {
         String(cString: strerror(errnoCode))
     }
 
-    /// `<strerror> (errno <n>)`.
+    /// `<strerror> (errno <n>)`, then `: <detail>` if there is one.
     public var description: String {
-        "\(message) (errno \(errnoCode))"
+        let text = "\(message) (errno \(errnoCode))"
+        return detail.map { "\(text): \($0)" } ?? text
     }
 }
 
@@ -151,7 +171,7 @@ public final class IOChannel: @unchecked Sendable {
         let box = cleanup.map(CallbackBox.retained)
         guard let raw = sq_io_create_f(kind.cValue, fileDescriptor, queue?.raw, box,
                                        cleanup == nil ? nil : runCleanupBox) else {
-            fatalError("SwiftQueues: sq_io_create failed (errno \(errno))")
+            misuse("IOChannel(kind:fileDescriptor:)", "sq_io_create failed: \(String(cString: strerror(errno)))")
         }
         self.raw = raw
         self.kind = kind
@@ -163,10 +183,15 @@ public final class IOChannel: @unchecked Sendable {
     /// descriptor. A failing open is reported to the operations and to
     /// `cleanup`; the channel closes the file it opened itself.
     ///
-    /// - Throws: `EINVAL` when `path` is not absolute.
+    /// - Throws: `EINVAL` when `path` is not absolute (the error's
+    ///   description says so).
     public init(kind: Kind, path: String, flags: Int32, mode: mode_t = 0,
                 queue: WorkQueue? = nil,
                 cleanup: (@Sendable (IOError?) -> Void)? = nil) throws(IOError) {
+        guard path.hasPrefix("/") else {
+            throw IOError(errnoCode: EINVAL,
+                          detail: "path '\(path)' is relative: a path channel needs an absolute path")
+        }
         let box = cleanup.map(CallbackBox.retained)
         errno = 0
         let created = path.withCString {
@@ -199,7 +224,7 @@ public final class IOChannel: @unchecked Sendable {
         let box = cleanup.map(CallbackBox.retained)
         guard let raw = sq_io_create_with_io_f(kind.cValue, channel.raw, queue?.raw, box,
                                                cleanup == nil ? nil : runCleanupBox) else {
-            fatalError("SwiftQueues: sq_io_create_with_io failed (errno \(errno))")
+            misuse("IOChannel(kind:channel:)", "sq_io_create_with_io failed: \(String(cString: strerror(errno)))")
         }
         self.raw = raw
         self.kind = kind
@@ -218,7 +243,7 @@ public final class IOChannel: @unchecked Sendable {
     /// if the read ended early). The handler is released after that call.
     public func read(offset: Int64 = 0, length: Int = .max, queue: WorkQueue,
                      handler: @escaping @Sendable (Chunk) -> Void) {
-        Swift.precondition(length >= 0, "IOChannel.read: negative length \(length)")
+        if length < 0 { misuse("IOChannel.read(offset:length:queue:handler:)", "negative length \(length) (.max: to end of file)") }
         sq_io_read_f(raw, off_t(offset), cLength(length), queue.raw,
                      CallbackBox.retained(handler), runChunkBox)
     }
@@ -300,14 +325,14 @@ public final class IOChannel: @unchecked Sendable {
     /// two write progress calls, unless the operation is done (default 1:
     /// deliver whatever arrives, report every step; 0 counts as 1).
     public func setLowWater(_ bytes: Int) {
-        Swift.precondition(bytes >= 0, "IOChannel.setLowWater: negative size \(bytes)")
+        if bytes < 0 { misuse("IOChannel.setLowWater(_:)", "negative size \(bytes)") }
         sq_io_set_low_water(raw, bytes)
     }
 
     /// At most this many bytes per read handler call, and written between
     /// two write progress calls (default `.max`: no limit; 0 counts as 1).
     public func setHighWater(_ bytes: Int) {
-        Swift.precondition(bytes >= 0, "IOChannel.setHighWater: negative size \(bytes)")
+        if bytes < 0 { misuse("IOChannel.setHighWater(_:)", "negative size \(bytes)") }
         sq_io_set_high_water(raw, cLength(bytes))
     }
 
@@ -315,10 +340,10 @@ public final class IOChannel: @unchecked Sendable {
     /// between, instead of as soon as low water is reached: only if they
     /// reach low water, or (`strict`) whatever there is
     /// (`SQ_IO_STRICT_INTERVAL`); write progress likewise. `.zero` turns
-    /// it off.
+    /// it off; a negative interval stops the process with a message.
     public func setInterval(_ interval: Duration, strict: Bool = false) {
-        let nanoseconds = Swift.max(interval.saturatingNanoseconds, 0)
-        sq_io_set_interval(raw, UInt64(nanoseconds),
+        if interval.isNegative { misuse("IOChannel.setInterval(_:strict:)", "negative interval \(interval)") }
+        sq_io_set_interval(raw, UInt64(interval.saturatingNanoseconds),
                            strict ? sq_io_interval_flags_t(SQ_IO_STRICT_INTERVAL) : 0)
     }
 
@@ -330,7 +355,7 @@ public final class IOChannel: @unchecked Sendable {
     /// when `handler` runs (it is not closed).
     public static func read(fileDescriptor: Int32, length: Int = .max, queue: WorkQueue,
                             handler: @escaping @Sendable (_ data: DataBuffer, _ error: IOError?) -> Void) {
-        Swift.precondition(length >= 0, "IOChannel.read(fileDescriptor:): negative length \(length)")
+        if length < 0 { misuse("IOChannel.read(fileDescriptor:length:)", "negative length \(length) (.max: to end of file)") }
         sq_read_f(fileDescriptor, cLength(length), queue.raw, CallbackBox.retained(handler)) { context, data, error in
             Unmanaged<CallbackBox<@Sendable (DataBuffer, IOError?) -> Void>>
                 .fromOpaque(context.unsafelyUnwrapped).takeRetainedValue()
@@ -361,7 +386,7 @@ public final class IOChannel: @unchecked Sendable {
     /// given back.
     public static func read(fileDescriptor: Int32, length: Int = .max,
                             queue: WorkQueue = .global()) async throws(IOError) -> DataBuffer {
-        Swift.precondition(length >= 0, "IOChannel.read(fileDescriptor:): negative length \(length)")
+        if length < 0 { misuse("IOChannel.read(fileDescriptor:length:)", "negative length \(length) (.max: to end of file)") }
         // sq_read's recipe, in Swift so that cancellation can reach the
         // channel: a private stream channel, closed as soon as the read is
         // issued (so it cleans up when the read ends), stopped on cancel.

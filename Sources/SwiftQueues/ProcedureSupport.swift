@@ -87,7 +87,9 @@ private let procedureThreadKey: pthread_key_t = {
         state.deinitialize(count: 1)
         state.deallocate()
     }
-    precondition(rc == 0, "SwiftQueues: pthread_key_create failed (\(rc))")
+    if rc != 0 {
+        misuse("ProcedureQueue", "pthread_key_create failed: \(String(cString: strerror(rc)))")
+    }
     return key
 }()
 
@@ -260,14 +262,5 @@ func procedureDefaultGlobalQueue() -> sq_queue_t {
 /// Stops the process with one line on stderr naming the API and the
 /// procedures involved (docs/ARCHITECTURE.md, "Error policy"), in every build mode.
 func procedureMisuse(_ message: String) -> Never {
-    var line = "SwiftQueues: \(message)\n"
-    line.withUTF8 { bytes in
-        var rest = UnsafeRawBufferPointer(bytes)
-        while !rest.isEmpty {
-            let n = write(2, rest.baseAddress, rest.count)
-            if n <= 0 { break }
-            rest = UnsafeRawBufferPointer(rebasing: rest[n...])
-        }
-    }
-    abort()
+    misuseLine(message)
 }

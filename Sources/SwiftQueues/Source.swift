@@ -124,7 +124,7 @@ public class EventSource: @unchecked Sendable {
         do {
             return try create(type, handle: 0, mask: mask, queue: queue, name: name)
         } catch {
-            fatalError("SwiftQueues: \(error)")
+            misuse("\(name) source", "cannot be created: \(error)")
         }
     }
 
@@ -154,7 +154,9 @@ public class EventSource: @unchecked Sendable {
     // MARK: - State
 
     /// Starts delivering events (a new source is inactive). Does nothing
-    /// on a source that is already active.
+    /// on a source that is already active. A ``SignalSource`` is armed
+    /// when this returns: a signal raised right after it reaches the
+    /// source.
     public final func activate() {
         sq_activate(cObject(raw))
     }

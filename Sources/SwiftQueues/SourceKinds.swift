@@ -59,16 +59,26 @@ public final class TimerSource: EventSource, @unchecked Sendable {
     /// once). The timer may fire up to `leeway` late so that wake-ups
     /// coalesce (none with ``Flags/strict``). Fires are scheduled at
     /// `deadline + k × interval`, so they do not drift.
+    ///
+    /// An `interval` of zero or less, or a negative `leeway`, stops the
+    /// process with a message (Dispatch stops a negative one too; a zero
+    /// interval it takes as 1 ns, a timer that never stops firing).
     public func schedule(deadline: WorkDeadline, repeating interval: Duration? = nil,
                          leeway: Duration = .zero) {
+        let call = "TimerSource.schedule(deadline:repeating:leeway:)"
         let period: UInt64
         if let interval {
-            period = UInt64(Swift.max(interval.saturatingNanoseconds, 0))
+            if interval <= .zero {
+                misuse(call, "repeating interval \(interval) is not positive (nil: fire once)")
+            }
+            // At least 1 ns: a positive interval below a nanosecond is
+            // not 0, which the C runtime would take as "no interval".
+            period = UInt64(Swift.max(interval.saturatingNanoseconds, 1))
         } else {
             period = SQ_TIME_FOREVER
         }
-        let slack = UInt64(Swift.max(leeway.saturatingNanoseconds, 0))
-        sq_source_set_timer(raw, deadline.rawValue, period, slack)
+        if leeway.isNegative { misuse(call, "negative leeway \(leeway)") }
+        sq_source_set_timer(raw, deadline.rawValue, period, UInt64(leeway.saturatingNanoseconds))
     }
 
     /// The number of fires the delivery being handled stands for.
@@ -136,9 +146,11 @@ public final class WriteSource: EventSource, @unchecked Sendable {
 ///
 /// While the source is active the signal is caught (its default action
 /// does not happen); the previous disposition comes back when the last
-/// source for the signal is cancelled. As with GCD, call
-/// `signal(SIGHUP, SIG_IGN)` first for a signal whose default action
-/// would end the process before the source is armed.
+/// source for the signal is cancelled. ``EventSource/activate()`` (or the
+/// first ``EventSource/resume()``) returns once the signal is caught, so a
+/// signal sent after it reaches the source: unlike with GCD, no
+/// `signal(SIGHUP, SIG_IGN)` is needed first. A signal that arrives
+/// before activation still gets its previous disposition.
 public final class SignalSource: EventSource, @unchecked Sendable {
     /// Creates an inactive source for `signal`. Throws ``SourceError`` with
     /// `EINVAL` for a signal that cannot be watched (SIGKILL, SIGSTOP,

@@ -54,9 +54,20 @@ public final class RepeatingTimer: @unchecked Sendable {
     ///   - userInfo: a value for the handler (``userInfo``), released on
     ///     invalidation.
     ///   - handler: called with the timer on every fire.
+    ///
+    /// A repeating timer's interval must be positive, a single fire's zero
+    /// or more (zero: as soon as the queue can run it), and the tolerance
+    /// zero or more; anything else stops the process with a message
+    /// (Foundation takes an interval of zero or less as 0.1 ms).
     public init(interval: Duration, repeats: Bool = true, tolerance: Duration = .zero,
                 queue: WorkQueue, userInfo: (any Sendable)? = nil,
                 handler: @escaping @Sendable (RepeatingTimer) -> Void) {
+        let call = "RepeatingTimer(interval:repeats:tolerance:)"
+        if repeats && interval <= .zero {
+            misuse(call, "a repeating timer's interval \(interval) is not positive")
+        }
+        if interval.isNegative { misuse(call, "negative interval \(interval)") }
+        if tolerance.isNegative { misuse(call, "negative tolerance \(tolerance)") }
         self.interval = interval
         self.repeats = repeats
         self.tolerance = tolerance

@@ -31,7 +31,8 @@ extension WorkQueue {
     }
 
     /// Submits `body` to the queue once `delay` has passed on the monotonic
-    /// clock; see `asyncAfter(deadline:execute:)`.
+    /// clock (a delay of zero or less: at once, as a deadline already
+    /// passed); see `asyncAfter(deadline:execute:)`.
     ///
     ///     queue.asyncAfter(delay: .milliseconds(300)) { print("Grand Central Dispatch") }
     @discardableResult

@@ -103,8 +103,10 @@ extension WorkQueue: SerialExecutor, TaskExecutor {
     /// concurrent queue actor methods could overlap, so this stops the
     /// process.
     public func asUnownedSerialExecutor() -> UnownedSerialExecutor {
-        Swift.precondition(!isConcurrent,
-                           "WorkQueue '\(label)' is concurrent: it cannot be an actor's serial executor")
+        if isConcurrent {
+            misuse("WorkQueue.asUnownedSerialExecutor()",
+                   "queue '\(label)' is concurrent: only a serial queue can be an actor's executor")
+        }
         return UnownedSerialExecutor(ordinary: self)
     }
 
@@ -155,7 +157,7 @@ extension WorkQueue {
             return Unmanaged<WorkQueue>.fromOpaque(context).takeUnretainedValue()
         }
         guard let shared = shared(for: current) else {
-            fatalError("SwiftQueues: executor job running outside a WorkQueue")
+            misuse("WorkQueue executor", "a job ran outside the WorkQueue it was enqueued on")
         }
         return shared
     }

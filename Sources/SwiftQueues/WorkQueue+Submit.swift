@@ -138,8 +138,9 @@ extension WorkQueue {
     private static func apply(
         _ iterations: Int, on queue: OpaquePointer?, _ body: @Sendable (Int) -> Void
     ) {
-        Swift.precondition(iterations >= 0,
-                           "WorkQueue.concurrentPerform: negative iteration count \(iterations)")
+        if iterations < 0 {
+            misuse("WorkQueue.concurrentPerform(iterations:)", "negative iteration count \(iterations)")
+        }
         // Units of up to 16 iterations, but never fewer than 1024 units, so
         // the C side still has as many pieces to balance across workers as
         // before (it hands out chunks of about iterations / (width * 64)).

@@ -1,7 +1,9 @@
 /*
  * The main queue: nothing runs until the main thread drains it; tasks run on
  * the main thread, in FIFO order; the eventfd hook, the non-blocking drain,
- * run-until; sq_main() in a child process that ends with exit(0) from a
+ * run-until (also woken by a worker's job or sq_main_queue_wakeup for a
+ * condition no main-queue task changes); sq_main() in a child process that
+ * ends with exit(0) from a
  * task; the calls the main queue ignores (suspend, resume, set_context,
  * retain, release); sync onto the main queue from another thread.
  *
@@ -177,6 +179,86 @@ test_run_until(void)
 			NULL, NULL));
 	CHECK(sqt_ms_since(start) >= 95.0);
 	CHECK(log_in_order(5));
+}
+
+/* ---- run_until wakes for a condition made true elsewhere --------------------
+ *
+ * Nothing is sent to the main queue: the condition is made true by a job on
+ * a worker (the runner is woken when that job returns) or by a thread of
+ * our own that calls sq_main_queue_wakeup(). Many rounds, with the flag
+ * set at varying moments relative to the runner's look. A lost wake-up
+ * shows as a round that lasts until its poll times out at the 5 s
+ * deadline (it then sees the flag at its last look).
+ */
+
+#define WAKE_ROUNDS 300
+
+static atomic_int wake_flag;
+
+static bool
+wake_flag_set(void *ctx)
+{
+	return atomic_load(&wake_flag) == 1;
+}
+
+static void
+set_flag_later(void *arg)
+{
+	/* 0-150 us: before, during and after the runner's first look. */
+	uint64_t until = sqt_now_ns() + (uint64_t)(intptr_t)arg;
+	while (sqt_now_ns() < until)
+		;
+	atomic_store_explicit(&wake_flag, 1, memory_order_relaxed);
+}
+
+static void *
+thread_sets_flag(void *arg)
+{
+	set_flag_later(arg);
+	sq_main_queue_wakeup();
+	return NULL;
+}
+
+/* One round: true, and well before the 5 s deadline. */
+static bool
+wake_round(void)
+{
+	uint64_t start = sqt_now_ns();
+	bool met = sq_main_queue_run_until(
+			sq_time(SQ_TIME_NOW, 5 * (int64_t)NSEC_PER_SEC),
+			wake_flag_set, NULL);
+	return met && sqt_ms_since(start) < 4000.0;
+}
+
+static void
+test_run_until_wakes(void)
+{
+	int missed = 0;
+	for (int i = 0; i < WAKE_ROUNDS && missed == 0; i++) {
+		atomic_store(&wake_flag, 0);
+		sq_async_f(sq_get_global_queue(0, 0),
+				(void *)(intptr_t)((i % 7) * 25000),
+				set_flag_later);
+		if (!wake_round())
+			missed++;
+	}
+	CHECK_EQ(missed, 0);
+	for (int i = 0; i < WAKE_ROUNDS && missed == 0; i++) {
+		atomic_store(&wake_flag, 0);
+		pthread_t t;
+		pthread_create(&t, NULL, thread_sets_flag,
+				(void *)(intptr_t)((i % 7) * 25000));
+		if (!wake_round())
+			missed++;
+		pthread_join(t, NULL);
+	}
+	CHECK_EQ(missed, 0);
+	/* The wake-up outside a wait is harmless: the descriptor becomes
+	 * readable, and a drain finds nothing to run. */
+	sq_main_queue_wakeup();
+	CHECK(fd_readable(sq_main_queue_fd()));
+	CHECK_EQ(sq_main_queue_drain(), 0);
+	CHECK(!fd_readable(sq_main_queue_fd()));
 }
 
 /* ---- sync onto the main queue from another thread -------------------------- */
@@ -390,6 +472,7 @@ main(int argc, char **argv)
 	test_sq_main_exit(); /* first: fork before this process has threads */
 	test_not_drained_then_drain();
 	test_run_until();
+	test_run_until_wakes();
 	test_sync_from_worker();
 	test_main_ignores();
 	test_owned_context();

@@ -10,10 +10,17 @@
  * including 64 tasks that each sleep 1 s, and HIGH work running before LOW
  * work when the pool is saturated.
  * The SQ_MAX_THREADS=8 case is test_queue_pool_cap.c (its own process).
+ *
+ * Also: BACKGROUND work's nice value. In a child that cannot lower its nice
+ * value again (no CAP_SYS_NICE, RLIMIT_NICE 0), with one worker, work after
+ * a BACKGROUND job must not run niced (it ran at nice 10 for good, a tenth
+ * of a contended CPU); where it can, BACKGROUND work runs at nice 10 and
+ * the next job at the program's value again.
  */
 #include "queue_helpers.h"
 
 #include <sched.h>
+#include <sys/resource.h>
 
 #define WAIT_MS 10000
 #define NON_WORKER_THREADS 4 /* main, the monitor, a sanitizer's, a manager */
@@ -308,9 +315,88 @@ test_many_blocked(void)
 	sq_release(waiters_gate);
 }
 
+/* ---- BACKGROUND's nice value, and the way back ------------------------------ */
+
+static atomic_int nice_seen[2];
+
+static void
+record_nice(void *slot)
+{
+	errno = 0;
+	int nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+	atomic_store((atomic_int *)slot, errno == 0 ? nice : -100);
+}
+
+/* Runs a BACKGROUND job, then a DEFAULT one, on the one worker; writes the
+ * two nice values seen to `fd`. */
+static void
+nice_child(int fd, bool unprivileged)
+{
+	if (unprivileged) {
+		struct rlimit none = { 0, 0 };
+		setrlimit(RLIMIT_NICE, &none);
+		/* Root keeps CAP_SYS_NICE: become nobody. */
+		if (getuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+			_exit(3);
+	}
+	setenv("SQ_WORKERS", "1", 1);
+	sq_group_t g = sq_group_create();
+	sq_group_async_f(g, sq_get_global_queue(SQ_QUEUE_PRIORITY_BACKGROUND,
+			0), &nice_seen[0], record_nice);
+	sq_group_wait(g, SQ_TIME_FOREVER);
+	sq_group_async_f(g, sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0),
+			&nice_seen[1], record_nice);
+	sq_group_wait(g, SQ_TIME_FOREVER);
+	int seen[2] = { atomic_load(&nice_seen[0]),
+			atomic_load(&nice_seen[1]) };
+	(void)!write(fd, seen, sizeof(seen));
+	_exit(0);
+}
+
+static void
+nice_run(bool unprivileged, int seen[2])
+{
+	int fds[2];
+	CHECK_EQ(pipe(fds), 0);
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(fds[0]);
+		nice_child(fds[1], unprivileged);
+	}
+	close(fds[1]);
+	seen[0] = seen[1] = -200;
+	CHECK_EQ(read(fds[0], seen, 2 * sizeof(int)), 2 * sizeof(int));
+	close(fds[0]);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void
+test_background_nice(void)
+{
+	errno = 0;
+	int base = getpriority(PRIO_PROCESS, (id_t)gettid());
+	int seen[2];
+	/* Cannot come back: never niced. */
+	nice_run(true, seen);
+	CHECK_EQ(seen[0], base);
+	CHECK_EQ(seen[1], base);
+	/* Can (root, or a generous RLIMIT_NICE): niced, then back. */
+	struct rlimit lim;
+	if (getuid() == 0 || (getrlimit(RLIMIT_NICE, &lim) == 0 &&
+			lim.rlim_cur >= (rlim_t)(20 - base))) {
+		nice_run(false, seen);
+		CHECK_EQ(seen[0], base + 10 > 19 ? 19 : base + 10);
+		CHECK_EQ(seen[1], base);
+	}
+}
+
 int
 main(void)
 {
+	test_background_nice(); /* first: children fork before any thread */
 	test_priorities(); /* first: a fresh pool of ncpu workers */
 	test_no_explosion();
 	test_blocked_workers();

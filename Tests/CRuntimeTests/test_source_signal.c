@@ -7,7 +7,9 @@
  * after the last source is cancelled, two sources on one signal, and, in a
  * child process, the recorded decision for a default-terminating signal: the
  * source catches it (the process survives) and the default action returns
- * after cancel.
+ * after cancel; and, in a child, a signal raised right after sq_activate
+ * (or sq_resume of an inactive source) returns reaches the source, never
+ * the default action, round after round.
  *
  * Spec: SEED-FEATURES.md §2.15; AT-SRC-23, AT-SRC-24, AT-SRC-25; the header
  * (source.h, SQ_SOURCE_TYPE_SIGNAL): "While a signal source is active the
@@ -185,6 +187,57 @@ test_sigterm_in_child(void)
 	else
 		fprintf(stderr, "sigterm child: exit status %d\n",
 				WEXITSTATUS(status));
+}
+
+/* ---- raise right after activation: the source is armed when sq_activate returns --- */
+
+#define RAISE_ROUNDS 100
+
+static void
+raise_after_activate_child(void)
+{
+	alarm(60);
+	/* Each one ends the process by default (SIGQUIT with a core). */
+	static const int signals[] = { SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT,
+			SIGVTALRM };
+	for (int round = 0; round < RAISE_ROUNDS; round++) {
+		int signo = signals[round % 5];
+		struct sig *s = sig_new(signo, NULL);
+		/* No registration wait: raise at once. Alternate the two
+		 * calls that activate a new source. */
+		if (round % 2)
+			sq_resume(s->src);
+		else
+			sq_activate(s->src);
+		raise(signo);
+		if (!sig_wait_total(s, 1))
+			_exit(CHILD_NO_EVENT);
+		sq_source_cancel(s->src);
+		if (!sem_wait_ms(s->cancel_sem, 10000))
+			_exit(CHILD_NO_CANCEL);
+		/* The last source gone: the default disposition is back
+		 * for the next round's new first source. */
+		sq_release(s->src);
+	}
+	_exit(0);
+}
+
+static void
+test_raise_right_after_activate(void)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0)
+		raise_after_activate_child();
+	int status = 0;
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "raise-after-activate child killed by "
+				"signal %d\n", WTERMSIG(status));
+	else if (WEXITSTATUS(status) != 0)
+		fprintf(stderr, "raise-after-activate child: exit status "
+				"%d\n", WEXITSTATUS(status));
 }
 
 /* ---- AT-SRC-24: signals that cannot be watched ------------------------------------ */
@@ -367,6 +420,7 @@ int
 main(void)
 {
 	test_sigterm_in_child(); /* before this process starts the runtime */
+	test_raise_right_after_activate();
 	test_unsupported_signals();
 	test_sighup();
 	test_program_handler_restored();

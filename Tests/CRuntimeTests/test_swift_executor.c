@@ -63,9 +63,13 @@ static void
 test_install_without_swift(void)
 {
 	int identity;
+	CHECK(sq_swift_executor_refusal() == NULL);
 	CHECK(!sq_swift_executor_install((sq_swift_executor_ref_t){
 			&identity, 0 }));
 	CHECK(!sq_swift_executor_installed());
+	/* Why, for the Swift module's message. */
+	CHECK(sq_swift_executor_refusal() != NULL &&
+			strstr(sq_swift_executor_refusal(), "no executor hooks"));
 	CHECK(!sq_swift_defer_async_f(sq_get_main_queue(), &identity,
 			signal_sem));
 }

@@ -30,8 +30,7 @@ private func runAsync(_ body: @escaping @Sendable () async -> Void) {
     let done = AtomicCounter()
     Task.detached {
         await body()
-        // The condition is looked at after main-queue work: send some.
-        WorkQueue.main.async { _ = done.increment() }
+        done.increment()   // seen when this task's job ends
     }
     guard WorkQueue.runMain(until: { done.load() == 1 }, deadline: .now() + .seconds(30)) else {
         fail("timed out")
@@ -216,6 +215,57 @@ private func mainActorSyncMain() {
     print("sync-main: MainActor work ran while main drained WorkQueue.main")
 }
 
+/// A thread of our own (not a worker of the pool), running `body`.
+private final class ThreadBody {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+}
+
+private func startThread(_ body: @escaping @Sendable () -> Void) {
+    var thread = pthread_t()
+    let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+    let rc = pthread_create(&thread, nil, { context in
+        Unmanaged<ThreadBody>.fromOpaque(context!).takeRetainedValue().body()
+        return nil
+    }, box)
+    check(rc == 0, "pthread_create failed")
+    pthread_detach(thread)
+}
+
+/// runMain(until:) wakes for a condition made true off the main queue, with
+/// nothing sent to the main queue: by a task, by global-queue work, by a
+/// thread of our own that calls wakeMain(). Installed, the runner does not
+/// poll: a lost wake-up waits for the 20 s deadline.
+private func mainWake() {
+    install()
+    func rounds(_ what: String, _ start: (AtomicCounter) -> Void) {
+        for round in 0..<100 {
+            let flag = AtomicCounter()
+            start(flag)
+            let begin = ContinuousClock.now
+            let met = WorkQueue.runMain(until: { flag.load() == 1 }, deadline: .now() + .seconds(20))
+            check(met && ContinuousClock.now - begin < .seconds(10),
+                  "\(what): round \(round) was not woken")
+        }
+    }
+    rounds("task") { flag in Task.detached { flag.store(1) } }
+    rounds("global queue") { flag in WorkQueue.global().async { flag.store(1) } }
+    rounds("thread") { flag in startThread { flag.store(1); WorkQueue.wakeMain() } }
+    // The forms that wait for a group or a task.
+    let group = WorkGroup()
+    let slept = AtomicCounter()
+    WorkQueue.global().async(group: group) { usleep(2_000); slept.store(1) }
+    check(WorkQueue.runMain(until: group, deadline: .now() + .seconds(20)), "group wait timed out")
+    check(slept.load() == 1, "group wait returned early")
+    let task = Task { @MainActor () -> Int in
+        check(onMainQueue(), "main-actor task off the main queue")
+        try? await Task.sleep(for: .milliseconds(2))
+        return 42
+    }
+    check(WorkQueue.runMain(until: task) == 42, "runMain(until: task) returned the wrong value")
+    print("main-wake: runMain(until:) woke for tasks, global-queue work and a thread's wakeMain(); group and task forms")
+}
+
 private func tooLate() {
     let result = AtomicCounter()
     let done = CountingSemaphore(value: 0)
@@ -225,8 +275,15 @@ private func tooLate() {
     }
     done.wait()
     check(result.load() == 2, "install from inside a task returned true")
+    checkTasksStillRun()
+    print("too-late: install from a task returned false; tasks still ran")
+}
+
+/// After a refused install, everything keeps working on the default
+/// executor: a task group, a sleep.
+private func checkTasksStillRun() {
     check(!WorkQueue.isGlobalExecutor, "isGlobalExecutor after a refused install")
-    // Everything keeps working on the default executor.
+    let done = CountingSemaphore(value: 0)
     let sum = AtomicCounter()
     Task.detached {
         await withTaskGroup(of: Void.self) { group in
@@ -237,7 +294,74 @@ private func tooLate() {
     }
     done.wait()
     check(sum.load() == 1000, "tasks lost after a refused install")
-    print("too-late: install from a task returned false; tasks still ran")
+}
+
+/// From the main thread, after a task has already run on Swift's default
+/// executor: refused (once with a line on stderr), and tasks keep running.
+private func lateInstall() {
+    let done = CountingSemaphore(value: 0)
+    Task.detached { done.signal() }
+    done.wait()
+    check(!WorkQueue.installAsGlobalExecutor(), "a late install from the main thread returned true")
+    check(!WorkQueue.installAsGlobalExecutor(), "a second late install returned true")
+    checkTasksStillRun()
+    print("late-install: refused after a task ran on the default executor; tasks still ran")
+}
+
+/// A synchronous main.swift that runs its async code with runAsyncMain:
+/// installed first, the body on the main actor, exit(0) when it returns.
+private func runAsyncMainMode() -> Never {
+    WorkQueue.runAsyncMain {
+        check(WorkQueue.isGlobalExecutor, "runAsyncMain did not install")
+        check(onMainQueue(), "the body ran off the main queue")
+        let value = await Task.detached { 21 * 2 }.value
+        try await Task.sleep(for: .milliseconds(2))
+        check(value == 42 && onMainQueue(), "after awaits")
+        print("run-async-main: installed, the body ran on the main actor")
+    }
+}
+
+/// The calling thread's nice value.
+private func threadNice() -> Int32 {
+    errno = 0
+    // who 0: the calling thread (Linux keeps a nice value per thread).
+    let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+    return errno == 0 ? nice : -100
+}
+
+private actor CallCounter {
+    var calls = 0
+    var niced = 0
+    func call(_ base: Int32) {
+        calls += 1
+        if threadNice() != base { niced += 1 }
+    }
+}
+
+/// Run with SQ_WORKERS=1: a process that may not lower its nice value again
+/// (no CAP_SYS_NICE, RLIMIT_NICE 0) runs one background task, then 100,000
+/// calls into a default actor. None of them may run niced: they did, at
+/// nice 10 (a tenth of a contended CPU), once the one worker had run
+/// background work.
+private func backgroundNice() {
+    var none = rlimit(rlim_cur: 0, rlim_max: 0)
+    _ = setrlimit(__rlimit_resource_t(__RLIMIT_NICE.rawValue), &none)
+    if getuid() == 0 {
+        check(setgid(65534) == 0 && setuid(65534) == 0, "could not drop root")
+    }
+    install()
+    let base = threadNice()
+    runAsync {
+        let background = await Task.detached(priority: .background) { threadNice() }.value
+        check(background == base, "background task ran at nice \(background), not \(base)")
+        let counter = CallCounter()
+        let niced = await Task.detached { () -> Int in
+            for _ in 0..<100_000 { await counter.call(base) }
+            return await counter.niced
+        }.value
+        check(niced == 0, "\(niced) of 100,000 actor calls ran niced")
+    }
+    print("background-nice: 100,000 actor calls after a background task, none niced")
 }
 
 /// A trace recorded with the executor installed: the test reads the file
@@ -265,6 +389,10 @@ case "queue-actors": queueActors()
 case "queue-actor-chain": queueActorChain()
 case "sync-main": mainActorSyncMain()
 case "too-late": tooLate()
+case "main-wake": mainWake()
+case "late-install": lateInstall()
+case "run-async-main": runAsyncMainMode()
+case "background-nice": backgroundNice()
 default: fail("unknown mode")
 }
 exit(0)

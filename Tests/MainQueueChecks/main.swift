@@ -65,6 +65,46 @@ private func runUntilCondition() {
     print("runMain(until:): 10 closures from other threads")
 }
 
+private func runUntilTaskOrGroup() {
+    // A task ends the wait: on Swift's own threads without the executor
+    // installed (the runner then also looks every 10 ms), on the pool with.
+    for round in 0..<20 {
+        let flag = AtomicCounter()
+        Task.detached { flag.store(1) }
+        let begin = ContinuousClock.now
+        let met = WorkQueue.runMain(until: { flag.load() == 1 }, deadline: .now() + .seconds(20))
+        guard met, ContinuousClock.now - begin < .seconds(10) else {
+            fail("round \(round): a task's flag was not seen")
+        }
+    }
+    let value = WorkQueue.runMain(until: Task.detached { () -> Int in
+        try? await Task.sleep(for: .milliseconds(2))
+        return 7
+    })
+    guard value == 7 else { fail("runMain(until: task) returned \(value)") }
+    struct Failed: Error {}
+    do {
+        try WorkQueue.runMain(until: Task.detached { () throws -> Int in throw Failed() })
+        fail("runMain(until: task) did not rethrow")
+    } catch is Failed {
+    } catch {
+        fail("runMain(until: task) threw \(error)")
+    }
+    let group = WorkGroup()
+    let done = AtomicCounter()
+    for _ in 0..<10 { WorkQueue.global().async(group: group) { done.increment() } }
+    guard WorkQueue.runMain(until: group, deadline: .now() + .seconds(20)), done.load() == 10 else {
+        fail("runMain(until: group) returned before the group was empty")
+    }
+    // A wall-clock deadline ends a wait on a condition that never holds.
+    let begin = ContinuousClock.now
+    guard !WorkQueue.runMain(until: { false }, deadline: .wallNow() + .milliseconds(30)),
+          ContinuousClock.now - begin < .seconds(10) else {
+        fail("runMain(until:) with a wall-clock deadline")
+    }
+    print("runMain(until:): woken by tasks; task and group forms")
+}
+
 private func runUntilDeadline() {
     let start = ContinuousClock.now
     let ran = AtomicCounter()
@@ -166,6 +206,7 @@ switch mode {
 case "drain": drain()
 case "run-until": runUntilCondition()
 case "run-until-deadline": runUntilDeadline()
+case "run-until-task": runUntilTaskOrGroup()
 case "run-main": runForever()
 case "no-descriptors": withoutDescriptors()
 case "executor":
@@ -174,9 +215,6 @@ case "executor":
     Task.detached {
         await mainActorAndExecutor()
         done.increment()
-        // runMain(until:) checks its condition after each closure: one
-        // more closure wakes it (else it sleeps until the deadline).
-        WorkQueue.main.async {}
     }
     WorkQueue.runMain(until: { done.load() == 1 }, deadline: .now() + .seconds(30))
     guard done.load() == 1 else { fail("executor check did not finish") }

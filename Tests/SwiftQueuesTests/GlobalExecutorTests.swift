@@ -14,9 +14,23 @@ import SwiftQueues
     /// environment, unless `environment` says otherwise.
     static func run(_ program: String, _ arguments: [String] = [],
                     environment: [String: String] = [:]) throws -> (status: Int32, output: String) {
+        let (status, output, _) = try runWithErrors(program, arguments, environment: environment)
+        return (status, output)
+    }
+
+    /// `run`, with the program's standard error too.
+    static func runWithErrors(_ program: String, _ arguments: [String] = [],
+                              environment: [String: String] = [:])
+        throws -> (status: Int32, output: String, errors: String)
+    {
         var env: [String: String?] = ["SWIFTQUEUES_GLOBAL_EXECUTOR": nil]
         for (key, value) in environment { env[key] = value }
-        return try runTestProgram(program, arguments, environment: env)
+        return try runTestProgramCapturingErrors(program, arguments, environment: env)
+    }
+
+    /// The line a refused install writes, for `reason`.
+    static func refusal(_ call: String, _ reason: String) -> String {
+        "SwiftQueues: \(call): not installed: \(reason)"
     }
 
     @Test func jobPrioritiesPickTheRootQueues() throws {
@@ -76,6 +90,15 @@ import SwiftQueues
         #expect(priorities.contains(9), "priorities seen: \(priorities)")
     }
 
+    /// With one worker, work after a background task does not stay niced
+    /// when the process cannot raise its priority again.
+    @Test func workAfterABackgroundTaskIsNotNiced() throws {
+        let (status, output) = try Self.run("ExecutorChecks", ["background-nice"],
+                                            environment: ["SQ_WORKERS": "1"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("background-nice: 100,000 actor calls after a background task, none niced"))
+    }
+
     @Test func mainActorWithASynchronousMain() throws {
         let (status, output) = try Self.run("ExecutorChecks", ["sync-main"])
         #expect(status == 0, "\(output)")
@@ -89,13 +112,57 @@ import SwiftQueues
         #expect(output.contains("async-main: main drained WorkQueue.main; MainActor isolated there"))
     }
 
+    /// A condition made true by a task, by global-queue work or by a
+    /// thread that calls wakeMain() ends runMain(until:) at once.
+    @Test func runMainWakesForConditionsMadeTrueOffTheMainQueue() throws {
+        let (status, output) = try Self.run("ExecutorChecks", ["main-wake"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("main-wake: runMain(until:) woke for tasks, global-queue work"))
+    }
+
+    /// From inside a task (a test body, an async main, top-level await):
+    /// refused, and the first refusal says why on stderr.
     @Test func installingTooLateChangesNothing() throws {
-        let (status, output) = try Self.run("ExecutorChecks", ["too-late"])
+        let inTask = Self.refusal("WorkQueue.installAsGlobalExecutor()",
+                                  "called from inside a task, which already runs on Swift's default executor")
+        let (status, output, errors) = try Self.runWithErrors("ExecutorChecks", ["too-late"])
         #expect(status == 0, "\(output)")
         #expect(output.contains("too-late: install from a task returned false; tasks still ran"))
-        let (asyncStatus, asyncOutput) = try Self.run("ExecutorAsyncMain")
+        #expect(errors.contains(inTask), "\(errors)")
+        let (asyncStatus, asyncOutput, asyncErrors) = try Self.runWithErrors("ExecutorAsyncMain")
         #expect(asyncStatus == 0, "\(asyncOutput)")
         #expect(asyncOutput.contains("async-main-too-late: install returned false; tasks still ran"))
+        #expect(asyncErrors.contains(inTask), "\(asyncErrors)")
+        #expect(asyncErrors.contains("WorkQueue.runAsyncMain or SwiftQueuesMain"))
+    }
+
+    /// From the main thread, after a task already ran on the default
+    /// executor: refused too, said once (two calls, one line).
+    @Test func installingAfterATaskRanIsRefused() throws {
+        let (status, output, errors) = try Self.runWithErrors("ExecutorChecks", ["late-install"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("late-install: refused after a task ran on the default executor; tasks still ran"))
+        let line = Self.refusal("WorkQueue.installAsGlobalExecutor()",
+                                "a task has already run on Swift's default executor")
+        #expect(errors.components(separatedBy: line).count == 2, "\(errors)")
+        #expect(errors.components(separatedBy: "\n").filter { $0.hasPrefix("SwiftQueues:") }.count == 1)
+    }
+
+    /// The ways that work for async code: runAsyncMain from a synchronous
+    /// main.swift, and a @main type conforming to SwiftQueuesMain.
+    @Test func asyncCodeWithTheExecutorInstalledFirst() throws {
+        let (status, output, errors) = try Self.runWithErrors("ExecutorChecks", ["run-async-main"])
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("run-async-main: installed, the body ran on the main actor"))
+        #expect(errors.isEmpty, "\(errors)")
+        let (appStatus, appOutput, appErrors) = try Self.runWithErrors("ExecutorAppMain")
+        #expect(appStatus == 0, "\(appOutput)")
+        #expect(appOutput.contains("app-main: installed before the first task; run() on the main actor; returned"))
+        #expect(appErrors.isEmpty, "\(appErrors)")
+        let (throwStatus, throwOutput, throwErrors) = try Self.runWithErrors("ExecutorAppMain", ["throw"])
+        #expect(throwStatus == 1, "\(throwOutput)")
+        #expect(throwOutput.contains("app-main: throwing"))
+        #expect(throwErrors.contains("Error raised at top level: "), "\(throwErrors)")
     }
 
     /// In this process the runner's tasks already exist: installing now is
@@ -113,6 +180,16 @@ import SwiftQueues
 /// its exit status and standard output.
 func runTestProgram(_ program: String, _ arguments: [String],
                     environment: [String: String?] = [:]) throws -> (status: Int32, output: String) {
+    let (status, output, _) = try runTestProgramCapturingErrors(program, arguments,
+                                                                environment: environment)
+    return (status, output)
+}
+
+/// `runTestProgram`, returning standard error too.
+func runTestProgramCapturingErrors(_ program: String, _ arguments: [String],
+                                   environment: [String: String?] = [:])
+    throws -> (status: Int32, output: String, errors: String)
+{
     let testBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     let process = Process()
     process.executableURL = testBinary.deletingLastPathComponent().appendingPathComponent(program)
@@ -120,10 +197,21 @@ func runTestProgram(_ program: String, _ arguments: [String],
     var env = ProcessInfo.processInfo.environment
     for (key, value) in environment { env[key] = value }
     process.environment = env
-    let pipe = Pipe()
-    process.standardOutput = pipe
+    let output = Pipe(), errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
     try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    // Both pipes drained at once, so a chatty program cannot fill one and stall.
+    let errorData = SpinLocked(Data())
+    let errorsDone = CountingSemaphore(value: 0)
+    WorkQueue.global().async {
+        let data = errors.fileHandleForReading.readDataToEndOfFile()
+        errorData.withLock { $0 = data }
+        errorsDone.signal()
+    }
+    let outputData = output.fileHandleForReading.readDataToEndOfFile()
+    errorsDone.wait()
     process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    return (process.terminationStatus, String(decoding: outputData, as: UTF8.self),
+            String(decoding: errorData.withLock { $0 }, as: UTF8.self))
 }

@@ -449,13 +449,16 @@ final class CleanupLog: Sendable {
         #expect(queue.sync { seen.value.descriptor } >= 0)
     }
 
-    /// Bad paths: a relative one throws EINVAL; a missing file fails the
-    /// read and the cleanup with ENOENT; a random channel on a pipe fails
-    /// with ESPIPE.
+    /// Bad paths: a relative one throws EINVAL, whose description says the
+    /// path must be absolute; a missing file fails the read and the cleanup
+    /// with ENOENT; a random channel on a pipe fails with ESPIPE.
     @Test func pathAndKindErrors() throws {
-        #expect(throws: IOError(errnoCode: EINVAL)) {
+        let relative = #expect(throws: IOError(errnoCode: EINVAL)) {
             try IOChannel(kind: .random, path: "relative/file", flags: O_RDONLY)
         }
+        #expect(relative?.description ==
+                "Invalid argument (errno 22): path 'relative/file' is relative: a path channel needs an absolute path")
+        #expect(IOError(errnoCode: ENOENT).description == "No such file or directory (errno 2)")
         let cleanups = CleanupLog()
         let missing = try IOChannel(kind: .random, path: "/nonexistent-swiftqueues/none", flags: O_RDONLY) {
             cleanups.record($0)

@@ -26,6 +26,12 @@ import Foundation
         #expect(output.contains("runMain(until:): 10 closures from other threads"))
     }
 
+    @Test func runMainUntilWakesForTasksGroupsAndTaskResults() throws {
+        let (status, output) = try Self.runChecks("run-until-task")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("runMain(until:): woken by tasks; task and group forms"))
+    }
+
     @Test func runMainUntilADeadlineReturnsAfterIt() throws {
         let (status, output) = try Self.runChecks("run-until-deadline")
         #expect(status == 0, "\(output)")

@@ -232,6 +232,35 @@ func spawnTrue() -> pid_t {
         #expect(count.load() == 3)
     }
 
+    /// activate() returns once the signal is caught: a signal raised right
+    /// after it reaches the handler instead of its default action (which
+    /// ends the process). In a child process, round after round, without
+    /// SIG_IGN first.
+    @Test func aSignalRaisedRightAfterActivateReachesTheHandler() async {
+        await #expect(processExitsWith: .success) {
+            // Test threads block these signals; this one takes them, so a
+            // signal raised before the handler is installed would end the
+            // process.
+            var set = sigset_t()
+            sigemptyset(&set)
+            for signo in [SIGUSR1, SIGUSR2, SIGHUP] { sigaddset(&set, signo) }
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
+            for round in 0..<60 {
+                let signo = [SIGUSR1, SIGUSR2, SIGHUP][round % 3]
+                let source = try! SignalSource(signal: signo)
+                let seen = CountingSemaphore(value: 0)
+                source.setEventHandler { seen.signal() }
+                let cancelled = CountingSemaphore(value: 0)
+                source.setCancelHandler { cancelled.signal() }
+                if round % 2 == 0 { source.activate() } else { source.resume() }
+                raise(signo)
+                if seen.wait(timeout: .now() + .seconds(10)) != .success { exit(3) }
+                source.cancel()
+                if cancelled.wait(timeout: .now() + .seconds(10)) != .success { exit(4) }
+            }
+        }
+    }
+
     /// AT-SRC / §2.16: a process source sees a child exit ("Child quit.").
     @Test func processSourceSeesChildExit() throws {
         let pid = spawnTrue()

@@ -39,7 +39,7 @@ import SwiftQueues
             _ = WorkQueue(label: "com.example.wide", attributes: .concurrent).asUnownedSerialExecutor()
         }
         let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
-        #expect(message.contains("WorkQueue 'com.example.wide' is concurrent"))
+        #expect(message.contains("SwiftQueues: WorkQueue.asUnownedSerialExecutor(): queue 'com.example.wide' is concurrent"))
     }
 
     @Test func drainingTheMainQueueOffTheMainThreadIsReported() async {

@@ -30,8 +30,9 @@ typedef struct {
  * run on (the Swift object of the main queue as a SerialExecutor). Returns
  * true if the hooks are ours (now or from an earlier call), false if
  * nothing was changed: no Swift concurrency runtime in the process, another
- * hook already set, or called from inside a task (too late: tasks already
- * run on the default executor).
+ * hook already set, called from inside a task, or after a job has run on
+ * the default executor (too late: jobs would be left there);
+ * sq_swift_executor_refusal() says which.
  */
 SQ_EXPORT SQ_NOTHROW
 bool
@@ -41,6 +42,18 @@ sq_swift_executor_install(sq_swift_executor_ref_t main_executor);
 SQ_EXPORT SQ_NOTHROW
 bool
 sq_swift_executor_installed(void);
+
+/*!
+ * Why the last call of sq_swift_executor_install returned false, as a
+ * phrase (static storage); NULL if none did, or a later one succeeded.
+ * Besides the cases above, an install is refused once a job has reached
+ * Swift's default executor, even from the main thread: the library
+ * watches that executor from its load until its first job (the runtime's
+ * enqueue hooks, passed on at once and removed after that job).
+ */
+SQ_EXPORT SQ_NOTHROW
+const char *SQ_NULLABLE
+sq_swift_executor_refusal(void);
 
 /*!
  * Runs a Swift job on the generic executor (no actor isolation) on the

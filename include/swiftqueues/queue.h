@@ -248,15 +248,31 @@ sq_main_queue_fd(void);
 
 /*!
  * Drains the main queue on the main thread, waiting for tasks, until
- * `condition(context)` returns true (checked after every task and at the
- * start) or `deadline` passes. Returns whether the condition became true.
- * `condition` may be NULL: then it runs until the deadline.
+ * `condition(context)` returns true or `deadline` passes. Returns whether
+ * the condition became true. `condition` may be NULL: then it runs until
+ * the deadline.
+ *
+ * The condition is checked at the start, after every main-queue task,
+ * after every task that finishes on a worker of the pool (any queue, and
+ * Swift tasks once SwiftQueues is their executor) and after every
+ * sq_main_queue_wakeup(). A thread of the program's own that makes it
+ * true calls sq_main_queue_wakeup() afterwards.
  */
 SQ_EXPORT SQ_NOTHROW
 bool
 sq_main_queue_run_until(sq_time_t deadline,
 		bool (*SQ_NULLABLE condition)(void *SQ_NULLABLE context),
 		void *SQ_NULLABLE context);
+
+/*!
+ * Makes a waiting sq_main_queue_run_until check its condition again (and
+ * sq_main_queue_fd() readable until the next drain). Any thread; cheap
+ * (one write to an eventfd). Call it after making the condition true from
+ * a thread that is not one of the pool's workers.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_main_queue_wakeup(void);
 
 /* ---- Block forms ---- */
 

@@ -68,7 +68,9 @@ SQ_EXPORT const struct sq_source_type_s _sq_source_type_vnode;
  * thread, with pthread_kill, stays that thread's). When the last source for
  * a number is cancelled, the disposition from before the first one (SIG_IGN,
  * SIG_DFL or a program handler) comes back, unless the program installed
- * its own in between: that one stays. */
+ * its own in between: that one stays. sq_activate (or the sq_resume that
+ * activates) returns once the signal is caught: a signal raised right
+ * after it reaches the source, so no SIG_IGN is needed first. */
 #define SQ_SOURCE_TYPE_SIGNAL (&_sq_source_type_signal)
 /*! Configure with sq_source_set_timer. get_data: fires since the last run. */
 #define SQ_SOURCE_TYPE_TIMER (&_sq_source_type_timer)
