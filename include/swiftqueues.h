@@ -27,5 +27,6 @@
 #include <swiftqueues/data.h>
 #include <swiftqueues/io.h>
 #include <swiftqueues/executor.h>
+#include <swiftqueues/introspect.h>
 
 #endif /* SWIFTQUEUES_H */

@@ -47,11 +47,13 @@ static const struct sq_vtable_s _sq_queue_vtable = {
 	.activate = _sq_queue_activate,
 	.set_target = _sq_queue_set_target,
 	.last_external_release = _sq_queue_last_external_release,
+	.debug = _sq_queue_debug,
 };
 
 /* Global and main queues: immortal, not suspendable, not retargetable. */
 static const struct sq_vtable_s _sq_static_queue_vtable = {
 	.kind = "queue",
+	.debug = _sq_queue_debug,
 };
 
 #define SQ_STATIC_QUEUE(t, index, name)                                        \
@@ -316,6 +318,7 @@ sq_queue_create_with_target(const char *label, sq_queue_attr_t attr,
 		_sq_queue_validate("sq_queue_create_with_target", target);
 	_sq_retain_internal(target);
 	q->obj.target = target;
+	_sq_introspect_register(&q->obj);
 	return q;
 }
 
@@ -556,7 +559,7 @@ _sq_cont_invoke(struct sq_cont_s *c)
 		void *ctx = c->ctx;
 		void *group = c->data;
 		_sq_cont_free(c);
-		func(ctx);
+		_sq_task_run(func, ctx);
 		if (own_frame)
 			_sq_frame_pop(&frame);
 		if (flags & SQ_CONT_GROUP)
@@ -626,7 +629,7 @@ _sq_job_run(struct sq_job_s *job)
 		 * budget spent), so this thread holds no queue now. */
 		struct sq_frame_s frame;
 		_sq_frame_push(&frame, defer.root, false);
-		defer.func(defer.ctx);
+		_sq_task_run(defer.func, defer.ctx);
 		_sq_frame_pop(&frame);
 	}
 }
@@ -658,21 +661,36 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 {
 	struct sq_frame_s frame;
 	size_t ran = 0;
+	uint32_t pops = __atomic_load_n(&q->pops, __ATOMIC_RELAXED);
 
+	_sq_drain_phase(q, SQ_DRAIN_LOOP);
 	_sq_frame_push(&frame, q, true);
 	for (;;) {
+		/* The LOOP mark is stored before this load (the compiler may
+		 * not swap them; the CPU's side is the snapshot's, see
+		 * introspect.c). */
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
-		if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
-			break;
+		if (SQ_UNLIKELY(s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE |
+				SQ_STATE_INSPECT))) {
+			if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
+				break;
+			_sq_queue_inspect_pause(q);
+			continue;
+		}
 		struct sq_job_s *job = _sq_queue_pop(q);
 		if (job == NULL)
 			break;
+		_sq_drain_phase(q, SQ_DRAIN_TASK);
+		_sq_drain_pops(q, ++pops);
 		_sq_job_run(job);
+		_sq_drain_phase(q, SQ_DRAIN_LOOP);
 		ran++;
 		if (budget && ran >= budget && !_sq_queue_is_empty(q)) {
 			/* Fairness: back to the end of the target (the main
 			 * loop's next turn for the main queue), still
 			 * ENQUEUED, with the drainer's reference. */
+			_sq_drain_phase(q, SQ_DRAIN_IDLE);
 			_sq_frame_pop(&frame);
 			if (q->type == SQ_QUEUE_TYPE_MAIN)
 				_sq_main_queue_wakeup();
@@ -681,6 +699,7 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 			return ran;
 		}
 	}
+	_sq_drain_phase(q, SQ_DRAIN_IDLE);
 	_sq_frame_pop(&frame);
 	_sq_queue_relinquish(q);
 	_sq_release_internal(q); /* may destroy q (never the main queue) */
@@ -700,11 +719,20 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 {
 	struct sq_queue_s *target = _sq_queue_target(q);
 	unsigned budget = SQ_CONCURRENT_DRAIN_BUDGET;
+	uint32_t pops = __atomic_load_n(&q->pops, __ATOMIC_RELAXED);
 
+	_sq_drain_phase(q, SQ_DRAIN_LOOP);
 	for (;;) {
+		/* After the LOOP mark, as in _sq_queue_drain. */
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
-		if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
-			break;
+		if (SQ_UNLIKELY(s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE |
+				SQ_STATE_INSPECT))) {
+			if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
+				break;
+			_sq_queue_inspect_pause(q);
+			continue;
+		}
 
 		struct sq_cont_s *c = __atomic_load_n(&q->pending_barrier,
 				__ATOMIC_SEQ_CST);
@@ -712,6 +740,7 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 			struct sq_job_s *job = _sq_queue_pop(q);
 			if (job == NULL)
 				break;
+			_sq_drain_pops(q, ++pops);
 			if (job->kind == SQ_JOB_QUEUE) {
 				c = _sq_cont_make(q, job, _sq_run_queue_job, 0);
 			} else {
@@ -734,7 +763,9 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 				break;
 			__atomic_store_n(&q->pending_barrier, NULL,
 					__ATOMIC_SEQ_CST);
+			_sq_drain_phase(q, SQ_DRAIN_TASK);
 			_sq_cont_invoke(c);
+			_sq_drain_phase(q, SQ_DRAIN_LOOP);
 			__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
 			continue;
 		}
@@ -752,10 +783,12 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 		_sq_queue_push(target, &c->job);
 
 		if (--budget == 0 && _sq_queue_has_work(q)) {
+			_sq_drain_phase(q, SQ_DRAIN_IDLE);
 			_sq_queue_push(target, &q->job);
 			return;
 		}
 	}
+	_sq_drain_phase(q, SQ_DRAIN_IDLE);
 	_sq_queue_relinquish(q);
 	_sq_release_internal(q);
 }
@@ -901,8 +934,19 @@ _sq_serial_try_take(struct sq_queue_s *q)
 	if (!_sq_queue_is_empty(q))
 		return false;
 	/* Acquire: what the previous drainer wrote is visible to us. */
-	return __atomic_compare_exchange_n(&q->state, &s, s | SQ_STATE_ENQUEUED,
-			false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+	if (!__atomic_compare_exchange_n(&q->state, &s, s | SQ_STATE_ENQUEUED,
+			false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return false;
+	_sq_drain_phase(q, SQ_DRAIN_TASK);
+	return true;
+}
+
+/* Gives back a queue _sq_serial_try_take took. */
+static inline void
+_sq_serial_give_back(struct sq_queue_s *q)
+{
+	_sq_drain_phase(q, SQ_DRAIN_IDLE);
+	_sq_queue_relinquish(q);
 }
 
 /* Enters a concurrent queue as one more running task, unless a barrier is
@@ -940,7 +984,7 @@ _sq_concurrent_try_take_barrier(struct sq_queue_s *q)
 				_sq_queue_is_empty(q))
 			return true;
 		__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
-		_sq_queue_relinquish(q);
+		_sq_serial_give_back(q);
 		return false;
 	}
 	__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
@@ -955,10 +999,10 @@ _sq_sync_give_back(struct sq_queue_s **taken, bool *as_barrier, int count)
 	while (count-- > 0) {
 		struct sq_queue_s *x = taken[count];
 		if (_sq_queue_is_serial(x)) {
-			_sq_queue_relinquish(x);
+			_sq_serial_give_back(x);
 		} else if (as_barrier[count]) {
 			__atomic_sub_fetch(&x->barriers, 1, __ATOMIC_SEQ_CST);
-			_sq_queue_relinquish(x);
+			_sq_serial_give_back(x);
 		} else {
 			_sq_concurrent_leave(x);
 		}
@@ -1016,7 +1060,7 @@ _sq_sync_run_here(struct sq_queue_s *q, bool barrier, void *ctx,
 	if (n == 0) {
 		/* A root queue: the task runs on the caller, "on" it. */
 		_sq_frame_push(&frames[0], q, false);
-		func(ctx);
+		_sq_task_run(func, ctx);
 		_sq_frame_pop(&frames[0]);
 		return;
 	}
@@ -1024,7 +1068,7 @@ _sq_sync_run_here(struct sq_queue_s *q, bool barrier, void *ctx,
 	for (int i = n - 1; i >= 0; i--)
 		_sq_frame_push(&frames[i], chain[i], _sq_queue_is_serial(chain[i])
 				|| (barrier && chain[i] == q));
-	func(ctx);
+	_sq_task_run(func, ctx);
 	for (int i = 0; i < n; i++)
 		_sq_frame_pop(&frames[i]);
 }
@@ -1080,9 +1124,9 @@ _sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func)
 		return false;
 	struct sq_frame_s frame;
 	_sq_frame_push(&frame, q, true);
-	func(ctx);
+	_sq_task_run(func, ctx);
 	_sq_frame_pop(&frame);
-	_sq_queue_relinquish(q);
+	_sq_serial_give_back(q);
 	return true;
 }
 
@@ -1124,12 +1168,17 @@ _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 	sc->barrier = barrier;
 	if (barrier)
 		__atomic_add_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+	/* The watchdog looks for wait cycles: say what we wait for. */
+	if (_sq_watching())
+		_sq_watch_wait_begin(q);
 	_sq_queue_push(q, &sc->cont.job);
 
 	uint32_t st;
 	while ((st = __atomic_load_n(&sc->waiter.state, __ATOMIC_ACQUIRE))
 			== SQ_SYNC_WAITING)
 		_sq_futex_wait(&sc->waiter.state, SQ_SYNC_WAITING, NULL);
+	if (_sq_watching())
+		_sq_watch_wait_end();
 	if (st == SQ_SYNC_GO) {
 		_sq_sync_run_here(q, barrier, ctx, func);
 		/* Release: the drainer and the tasks after us see our writes. */
