@@ -100,6 +100,19 @@ import SwiftQueues
         #expect(foundationData.count == 3 && dispatchData.isEmpty)
         #expect(chunk.isDone && region?.offset == 0 && chunk.error?.errnoCode == EBADF)
 
+        // Introspection.
+        let snapshot: RuntimeSnapshot = RuntimeSnapshot.capture()
+        let queueInfo: RuntimeSnapshot.QueueInfo? = snapshot.queues.first
+        let queueKind: RuntimeSnapshot.QueueInfo.Kind? = queueInfo?.kind
+        let sourceInfos: [RuntimeSnapshot.SourceInfo] = snapshot.sources
+        let channelInfos: [RuntimeSnapshot.ChannelInfo] = snapshot.channels
+        let threadInfos: [RuntimeSnapshot.ThreadInfo] = snapshot.threads
+        let poolInfo: RuntimeSnapshot.PoolInfo = snapshot.pool
+        let thread = Thread.current
+        _ = thread
+        #expect(queueKind == .main && poolInfo.width >= 1)
+        #expect(sourceInfos.count >= 0 && channelInfos.count >= 0 && threadInfos.isEmpty)
+
         // The neighbours, in the same scope.
         let mutex = Mutex(0)
         mutex.withLock { $0 += 1 }
