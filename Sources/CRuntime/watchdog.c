@@ -526,8 +526,10 @@ _sq_watch_arm_signal(int signo)
 	}
 	__atomic_store_n(&_sq_snapshot_signo, signo, __ATOMIC_RELAXED);
 	__atomic_store_n(&_sq_watch.signal_source, s, __ATOMIC_RELEASE);
-	sq_resume(s);  /* activates: the loop installs the handler */
-	sq_suspend(s); /* and nothing is ever delivered */
+	/* Suspended first, so that not even its activation queues a
+	 * handler job (on a global queue, maybe behind blocked workers). */
+	sq_suspend(s);
+	sq_activate(s); /* the loop installs the handler */
 }
 
 static void *

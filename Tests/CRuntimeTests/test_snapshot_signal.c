@@ -164,6 +164,8 @@ test_own_source(void)
 	sqt_child_stop(&c);
 	CHECK_EQ(sqt_count(c.out, "SwiftQueues: end of snapshot\n"), 1);
 	CHECK(strstr(c.out, "  source ") != NULL);
+	if (sqt_failed)
+		fprintf(stderr, "child's stderr:\n%s", c.out);
 }
 
 /* Bad values: one line, and the program goes on. */

@@ -3,7 +3,8 @@
  * a long task on a serial queue is named once (with the work queued
  * behind it), a two-queue sync cycle is named as a wait cycle, work left
  * on the main queue and on a starved global queue is reported, a busy
- * program of short tasks gets no report, and the watchdog's thread sleeps
+ * program of short tasks gets no report, a child of fork() is watched
+ * again, and the watchdog's thread sleeps
  * while the process is idle (at most one wake-up per period while a task
  * runs). Margins are generous: a loaded two-CPU machine only delays
  * reports, the checks never depend on it being quick.
@@ -208,6 +209,43 @@ test_main_and_global(void)
 	CHECK(strstr(c.out, "a task on queue") == NULL);
 }
 
+/* ---- In a child of fork() ------------------------------------------------------ */
+
+/* The watchdog runs (started at load), then the process forks: the child
+ * gets a watchdog of its own with its pool. */
+static void
+forked(void *unused)
+{
+	sq_queue_t q = sq_queue_create("com.example.before-fork", NULL);
+	sq_sync_f(q, NULL, nothing);
+	sq_async_f(q, NULL, nothing);
+	sq_sync_f(q, NULL, nothing);
+	pid_t pid = fork();
+	if (pid == 0) {
+		sq_queue_t c = sq_queue_create("com.example.forked", NULL);
+		sq_async_f(c, NULL, sleep_1500);
+		sq_sync_f(c, NULL, nothing);
+		_exit(0);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	fprintf(stderr, "child %d\n", WIFEXITED(status) ?
+			WEXITSTATUS(status) : -1);
+}
+
+static void
+test_fork(void)
+{
+	static const char *const env[] = { "SQ_WATCHDOG_MS=200", NULL };
+	struct sqt_child c;
+	sqt_child_start(&c, exec_self, "forked", env);
+	CHECK(sqt_child_read_until(&c, NULL, 0, 30000));
+	sqt_child_stop(&c);
+	CHECK_EQ(sqt_count(c.out, "SwiftQueues: watchdog: a task on queue "
+			"'com.example.forked' has run for "), 1);
+	CHECK(strstr(c.out, "child 0\n") != NULL);
+}
+
 /* ---- Quiet when all is well --------------------------------------------------- */
 
 static void
@@ -350,14 +388,17 @@ test_bad_value(void)
 int
 main(int argc, char **argv)
 {
-	if (argc == 3 && strcmp(argv[1], "--child") == 0 &&
-			strcmp(argv[2], "main_left") == 0) {
-		main_left(NULL);
+	if (argc == 3 && strcmp(argv[1], "--child") == 0) {
+		if (strcmp(argv[2], "main_left") == 0)
+			main_left(NULL);
+		else if (strcmp(argv[2], "forked") == 0)
+			forked(NULL);
 		return 0;
 	}
 	test_long_task();
 	test_cycle();
 	test_main_and_global();
+	test_fork();
 	test_quiet();
 	test_idle_sleep();
 	test_bad_value();
