@@ -634,6 +634,26 @@ _sq_job_run(struct sq_job_s *job)
 	}
 }
 
+/* A drainer's look at the state before each pop: false when the queue is
+ * suspended or inactive (the drain stops between jobs); while a snapshot
+ * counts its jobs (INSPECT), pauses first. The phase (LOOP) is stored
+ * before this load: the compiler may not swap them, and the CPU's side is
+ * the snapshot's (introspect.c). */
+static inline bool
+_sq_drain_may_pop(struct sq_queue_s *q)
+{
+	for (;;) {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
+		if (SQ_LIKELY(!(s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE |
+				SQ_STATE_INSPECT))))
+			return true;
+		if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
+			return false;
+		_sq_queue_inspect_pause(q);
+	}
+}
+
 /* Takes the next job from a queue whose drainer we are: NULL when empty.
  * A producer caught between its two steps is one store away: spin, then
  * yield, never sleep. */
@@ -666,18 +686,8 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 	_sq_drain_phase(q, SQ_DRAIN_LOOP);
 	_sq_frame_push(&frame, q, true);
 	for (;;) {
-		/* The LOOP mark is stored before this load (the compiler may
-		 * not swap them; the CPU's side is the snapshot's, see
-		 * introspect.c). */
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
-		if (SQ_UNLIKELY(s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE |
-				SQ_STATE_INSPECT))) {
-			if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
-				break;
-			_sq_queue_inspect_pause(q);
-			continue;
-		}
+		if (!_sq_drain_may_pop(q))
+			break;
 		struct sq_job_s *job = _sq_queue_pop(q);
 		if (job == NULL)
 			break;
@@ -723,16 +733,8 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 
 	_sq_drain_phase(q, SQ_DRAIN_LOOP);
 	for (;;) {
-		/* After the LOOP mark, as in _sq_queue_drain. */
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
-		if (SQ_UNLIKELY(s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE |
-				SQ_STATE_INSPECT))) {
-			if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
-				break;
-			_sq_queue_inspect_pause(q);
-			continue;
-		}
+		if (!_sq_drain_may_pop(q))
+			break;
 
 		struct sq_cont_s *c = __atomic_load_n(&q->pending_barrier,
 				__ATOMIC_SEQ_CST);
