@@ -171,11 +171,11 @@ test-swift: deps
 # The whole Swift suite again with SwiftQueues as Swift concurrency's
 # global executor (installed from the environment before main). Swift
 # Testing runs every test at once and each synchronous test blocks a
-# worker while it waits: a cap above the default 64 keeps the blocked ones
-# from holding every thread the queue work they wait for needs
-# (docs/ARCHITECTURE.md, "Blocking tasks share the queues' cap").
+# worker while it waits: the default cap (SQ_MAX_THREADS 255) keeps the
+# blocked ones from holding every thread the queue work they wait for
+# needs (docs/ARCHITECTURE.md, "Blocking tasks share the queues' cap").
 test-swift-executor: deps
-	SWIFTQUEUES_GLOBAL_EXECUTOR=1 SQ_MAX_THREADS=256 $(SWIFT) test $(SWIFT_TEST_FLAGS)
+	SWIFTQUEUES_GLOBAL_EXECUTOR=1 $(SWIFT) test $(SWIFT_TEST_FLAGS)
 
 # Every Swift / C snippet of README.md and docs/*.md, built in one scratch
 # package under $(BUILD)/snippets that depends on this one by path.

@@ -321,7 +321,7 @@ echo_setup_ours(void)
 			close_fd_cleanup);
 	sq_io_set_low_water(eo.server, 1);
 	sq_io_read_f(eo.server, 0, SIZE_MAX, eo.sq, NULL, eo_server_read);
-	eo.payload = sq_data_create(echo_payload, ECHO_SIZE, NULL, NULL);
+	eo.payload = sq_data_create_f(echo_payload, ECHO_SIZE, NULL, NULL);
 	eo.done = sq_semaphore_create(0);
 }
 
@@ -435,7 +435,7 @@ echo_teardown(void)
 	dispatch_release(et.sq);
 }
 
-/* ---- growing data piece by piece (issue 12, item 5) ---------------------- */
+/* ---- growing data piece by piece ----------------------------------------- */
 
 /* ops one-byte pieces appended one at a time: O(ops) for us (amortised
  * appends), O(ops^2) for libdispatch (each concat copies the piece list). */
@@ -446,7 +446,7 @@ concat_ours(size_t ops)
 {
 	sq_data_t all = sq_data_empty;
 	for (size_t i = 0; i < ops; i++) {
-		sq_data_t one = sq_data_create(one_byte, 1, NULL,
+		sq_data_t one = sq_data_create_f(one_byte, 1, NULL,
 				SQ_DATA_DESTRUCTOR_DEFAULT);
 		sq_data_t next = sq_data_create_concat(all, one);
 		sq_release(one);
@@ -545,7 +545,7 @@ pieces_theirs(size_t ops)
 	dispatch_release(q);
 }
 
-/* ---- many small files (issue 12, item 6) ---------------------------------- */
+/* ---- many small files ----------------------------------------------------- */
 
 /* A generated tree of small files (1 to 32 KiB, 14 KiB on average, much
  * like /usr/include); a run reads ops of them, whole, all in flight. */

@@ -236,7 +236,7 @@ _sq_data_leaf(const void *buf, size_t size, uint8_t dkind, sq_queue_t queue,
 }
 
 sq_data_t
-sq_data_create(const void *buffer, size_t size, sq_queue_t queue,
+sq_data_create_f(const void *buffer, size_t size, sq_queue_t queue,
 		sq_function_t destructor)
 {
 	uint8_t kind = destructor == _sq_data_destructor_free ? SQ_DATA_D_FREE
@@ -259,7 +259,7 @@ sq_data_create(const void *buffer, size_t size, sq_queue_t queue,
 	if (destructor == NULL) {
 		void *copy = malloc(size);
 		if (copy == NULL)
-			_sq_client_crash("sq_data_create", "out of memory");
+			_sq_client_crash("sq_data_create_f", "out of memory");
 		memcpy(copy, buffer, size);
 		return _sq_data_leaf(copy, size, SQ_DATA_D_FREE, NULL, NULL,
 				NULL);
@@ -269,13 +269,14 @@ sq_data_create(const void *buffer, size_t size, sq_queue_t queue,
 }
 
 sq_data_t
-sq_data_create_f(const void *buffer, size_t size, sq_queue_t queue,
-		void *context, sq_function_t destructor)
+sq_data_create_with_context_f(const void *buffer, size_t size,
+		sq_queue_t queue, void *context, sq_function_t destructor)
 {
-	_SQ_REQUIRE_FUNCTION("sq_data_create_f", destructor);
+	_SQ_REQUIRE_FUNCTION("sq_data_create_with_context_f", destructor);
 	if (destructor == _sq_data_destructor_munmap)
-		_sq_client_crash("sq_data_create_f", "SQ_DATA_DESTRUCTOR_MUNMAP "
-				"needs the buffer: use sq_data_create");
+		_sq_client_crash("sq_data_create_with_context_f",
+				"SQ_DATA_DESTRUCTOR_MUNMAP needs the buffer: use "
+				"sq_data_create_f");
 	if (destructor == _sq_data_destructor_free)
 		destructor = free; /* free(context), like any function */
 	if (size == 0 || buffer == NULL) {

@@ -7,31 +7,46 @@
  * a base with EVENT_BASE_FLAG_PRECISE_TIMER (CLOCK_MONOTONIC and a timerfd
  * instead of millisecond epoll timeouts), run with EVLOOP_NO_EXIT_ON_EMPTY.
  * Nothing but the loop thread touches libevent.
+ *
+ * Starting can fail for want of descriptors or of a thread; then it is
+ * tried again by the next call that needs the loop (and, while an
+ * sq_after waits, by the pool's monitor every 10 ms). libevent's messages
+ * and its fatal errors come to the runtime, never to stderr or exit().
  */
 #include "event_internal.h"
 
 #include <event2/event.h>
 #include <event2/thread.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 
 static struct {
 	struct event_base *base;
-	int wake_fd;
+	int wake_fd;     /* -1 until made; atomic (see _sq_loop_kick) */
 	struct event *wake_ev;
 	struct event *timer_ev;
+	uint32_t running; /* 1 once the manager thread runs the loop */
 	_Alignas(SQ_CACHELINE) struct __cds_wfcq_head head;
 	_Alignas(SQ_CACHELINE) struct cds_wfcq_tail tail;
 	/* Timer heaps [clock][by deadline = 0, by latest = 1]. */
 	struct sq_timer_s **heap[2][2];
 	uint32_t heap_count[2];
 	uint32_t heap_cap[2];
-} _sq_loop;
+} _sq_loop = {
+	.wake_fd = -1,
+	/* The command queue is usable before the loop exists: an sq_after
+	 * waits there while the loop cannot start. */
+	.head = { .node = { .next = NULL } },
+	.tail = { .p = &_sq_loop.head.node },
+};
 
-static sq_once_t _sq_loop_once;
+/* Serialises starting the loop (and its retries). */
+static pthread_mutex_t _sq_loop_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct event_base *
 _sq_loop_base(void)
@@ -581,8 +596,16 @@ _sq_wake_cb(evutil_socket_t fd, short what, void *arg)
 void
 _sq_loop_kick(void)
 {
+	/* Acquire, paired with the release that publishes the eventfd. A
+	 * poster that finds the command queue empty follows the loop's last
+	 * dequeue (liburcu's exchange on the tail is a full barrier), so it
+	 * sees the eventfd made before the loop started; before that there
+	 * is none, and the loop drains the queue when it starts. */
+	int fd = __atomic_load_n(&_sq_loop.wake_fd, __ATOMIC_ACQUIRE);
+	if (fd < 0)
+		return;
 	uint64_t one = 1;
-	ssize_t w = write(_sq_loop.wake_fd, &one, sizeof(one));
+	ssize_t w = write(fd, &one, sizeof(one));
 	(void)w;
 }
 
@@ -597,74 +620,183 @@ _sq_loop_post(struct sq_loop_node_s *node)
 		_sq_loop_kick();
 }
 
-/* ---- The thread ---------------------------------------------------------- */
+/* ---- libevent's messages --------------------------------------------------
+ *
+ * libevent writes its warnings to stderr and, on an error it deems fatal,
+ * calls exit(). Both come here instead. Its warnings are dropped, except
+ * while the loop's base is being made: then a warning means the base is
+ * not what was asked for (a timerfd refused, a backend missing), and its
+ * errno becomes the start's error. The one fatal error making a base can
+ * hit, a signal pipe libevent cannot create for want of descriptors, is
+ * avoided by checking that enough are free first (_sq_loop_make_base); if
+ * another thread takes them in between, the fatal callback jumps back to
+ * the start, which fails with the error. Any other fatal error is an
+ * internal assertion of libevent's: after its callback returns libevent
+ * calls exit(), so the callback stops the process itself, with the
+ * message, through the runtime's one-line report.
+ */
+/* (Plain thread-locals, not SQ_TLS: cold, and too big for the static TLS
+ * room a dlopen'ed library may take.) */
+static __thread bool _sq_libevent_making_base;
+static __thread int _sq_libevent_error; /* errno of a warning meanwhile */
+static __thread jmp_buf _sq_libevent_escape;
+static __thread char _sq_libevent_last[256];
+
+static void
+_sq_libevent_log(int severity, const char *msg)
+{
+	int err = errno;
+	snprintf(_sq_libevent_last, sizeof(_sq_libevent_last), "%s", msg);
+	if (_sq_libevent_making_base && severity >= EVENT_LOG_WARN &&
+			_sq_libevent_error == 0)
+		_sq_libevent_error = err ? err : EMFILE;
+}
+
+static void
+_sq_libevent_fatal(int code)
+{
+	if (_sq_libevent_making_base) {
+		if (_sq_libevent_error == 0)
+			_sq_libevent_error = EMFILE;
+		longjmp(_sq_libevent_escape, 1);
+	}
+	_sq_client_crash("libevent", "fatal error %d: %s", code,
+			_sq_libevent_last[0] ? _sq_libevent_last : "(no message)");
+}
+
+/* ---- Starting ------------------------------------------------------------ */
 
 static void *
 _sq_loop_main(void *unused)
 {
 	pthread_setname_np(pthread_self(), "sq.manager");
+	/* Commands posted before the loop existed (an sq_after that waited
+	 * for it) woke nobody: take them now. */
+	_sq_signals_drain();
+	_sq_loop_drain_commands();
 	/* Runs until the process exits: no loopbreak is ever needed. */
 	event_base_loop(_sq_loop.base, EVLOOP_NO_EXIT_ON_EMPTY);
 	_sq_client_crash("sq_source_create", "the event loop stopped");
 }
 
-static void
-_sq_loop_start(void *unused)
+/* libevent's base takes five descriptors: epoll, its timerfd, the two ends
+ * of its signal pipe and a notification eventfd. */
+#define SQ_LIBEVENT_FDS 5
+
+/* Whether `n` descriptors can be had now: takes and gives them back.
+ * Returns 0 or the errno (EMFILE, ENFILE). */
+static int
+_sq_fds_available(int n)
 {
-	if (evthread_use_pthreads() != 0)
-		_sq_client_crash("sq_source_create", "libevent has no "
-				"pthreads support");
-	struct event_config *cfg = event_config_new();
-	if (cfg == NULL)
-		_sq_client_crash("sq_source_create", "out of memory");
-	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
-	_sq_loop.base = event_base_new_with_config(cfg);
-	event_config_free(cfg);
-	if (_sq_loop.base == NULL)
-		_sq_client_crash("sq_source_create", "cannot create the "
-				"libevent base");
-
-	__cds_wfcq_init(&_sq_loop.head, &_sq_loop.tail);
-	_sq_loop.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (_sq_loop.wake_fd < 0)
-		_sq_client_crash("sq_source_create", "eventfd: %s",
-				strerror(errno));
-	_sq_loop.wake_ev = event_new(_sq_loop.base, _sq_loop.wake_fd,
-			EV_READ | EV_PERSIST, _sq_wake_cb, NULL);
-	_sq_loop.timer_ev = evtimer_new(_sq_loop.base, _sq_timer_cb, NULL);
-	if (_sq_loop.wake_ev == NULL || _sq_loop.timer_ev == NULL ||
-			event_add(_sq_loop.wake_ev, NULL) != 0)
-		_sq_client_crash("sq_source_create", "cannot set up the "
-				"event loop");
-
-	/* The manager starts with every asynchronous signal blocked, whatever
-	 * the caller's mask; signal sources unblock exactly their numbers on
-	 * it (source.c). Faults stay deliverable. */
-	sigset_t all, saved;
-	sigfillset(&all);
-	static const int sync_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL,
-		SIGTRAP, SIGABRT, SIGSYS };
-	for (size_t i = 0; i < sizeof(sync_signals) / sizeof(int); i++)
-		sigdelset(&all, sync_signals[i]);
-	pthread_sigmask(SIG_SETMASK, &all, &saved);
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_t thread;
-	int err = pthread_create(&thread, &attr, _sq_loop_main, NULL);
-	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &saved, NULL);
-	if (err != 0)
-		_sq_client_crash("sq_source_create", "cannot start the "
-				"manager thread: %s", strerror(err));
+	int fds[SQ_LIBEVENT_FDS], got = 0, err = 0;
+	while (got < n) {
+		int fd = eventfd(0, EFD_CLOEXEC);
+		if (fd < 0) {
+			err = errno;
+			break;
+		}
+		fds[got++] = fd;
+	}
+	while (got > 0)
+		close(fds[--got]);
+	return err;
 }
 
-SQ_INTERNAL void _sq_loop_init(void);
-
-void
-_sq_loop_init(void)
+/* Makes the base, its eventfd and events. Under the start lock. Returns 0
+ * or the errno; what was made is kept for the next try. */
+static int
+_sq_loop_make_base(void)
 {
-	sq_once_f(&_sq_loop_once, NULL, _sq_loop_start);
+	static bool configured;
+	if (!configured) {
+		if (evthread_use_pthreads() != 0)
+			_sq_client_crash("sq_source_create", "libevent has no "
+					"pthreads support");
+		event_set_log_callback(_sq_libevent_log);
+		event_set_fatal_callback(_sq_libevent_fatal);
+		configured = true;
+	}
+	if (_sq_loop.wake_fd < 0) {
+		int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (fd < 0)
+			return errno;
+		/* Release: see _sq_loop_kick. */
+		__atomic_store_n(&_sq_loop.wake_fd, fd, __ATOMIC_RELEASE);
+	}
+	int err = _sq_fds_available(SQ_LIBEVENT_FDS);
+	if (err != 0)
+		return err;
+	struct event_config *cfg = event_config_new();
+	if (cfg == NULL)
+		return ENOMEM;
+	event_config_set_flag(cfg, EVENT_BASE_FLAG_PRECISE_TIMER);
+	/* Without epoll libevent would fall back to poll or select (a base
+	 * that works, slower): rather fail, and have it again later. */
+	event_config_avoid_method(cfg, "poll");
+	event_config_avoid_method(cfg, "select");
+	_sq_libevent_error = 0;
+	_sq_libevent_making_base = true;
+	struct event_base *base = NULL;
+	if (setjmp(_sq_libevent_escape) == 0)
+		base = event_base_new_with_config(cfg);
+	/* After a jump, the half-made base (some memory and one or two
+	 * descriptors) is lost: that happens only when another thread takes
+	 * the descriptors counted above in the moment before libevent's. */
+	_sq_libevent_making_base = false;
+	event_config_free(cfg);
+	err = _sq_libevent_error;
+	if (base != NULL && err != 0) {
+		event_base_free(base);
+		base = NULL;
+	}
+	if (base == NULL)
+		return err ? err : ENOMEM;
+	struct event *wake_ev = event_new(base, _sq_loop.wake_fd,
+			EV_READ | EV_PERSIST, _sq_wake_cb, NULL);
+	struct event *timer_ev = evtimer_new(base, _sq_timer_cb, NULL);
+	if (wake_ev == NULL || timer_ev == NULL ||
+			event_add(wake_ev, NULL) != 0) {
+		if (wake_ev)
+			event_free(wake_ev);
+		if (timer_ev)
+			event_free(timer_ev);
+		event_base_free(base);
+		return ENOMEM;
+	}
+	_sq_loop.wake_ev = wake_ev;
+	_sq_loop.timer_ev = timer_ev;
+	_sq_loop.base = base;
+	return 0;
+}
+
+int
+_sq_loop_start(void)
+{
+	/* Acquire: a caller that sees the loop running sees its set-up. */
+	if (SQ_LIKELY(__atomic_load_n(&_sq_loop.running, __ATOMIC_ACQUIRE)))
+		return 0;
+	pthread_mutex_lock(&_sq_loop_lock);
+	int err = 0;
+	if (!_sq_loop.running) {
+		if (_sq_loop.base == NULL)
+			err = _sq_loop_make_base();
+		/* The manager starts with every asynchronous signal blocked,
+		 * whatever the caller's mask (_sq_thread_start); signal
+		 * sources unblock exactly their numbers on the watcher
+		 * thread (source.c). Faults stay deliverable. */
+		if (err == 0)
+			err = _sq_thread_start(_sq_loop_main, NULL, 0);
+		if (err == 0)
+			__atomic_store_n(&_sq_loop.running, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&_sq_loop_lock);
+	return err;
+}
+
+bool
+_sq_loop_retry(void)
+{
+	return _sq_loop_start() == 0;
 }
 
 /* ---- sq_after ------------------------------------------------------------ */
@@ -757,7 +889,6 @@ _sq_after(sq_time_t when, uint64_t leeway, sq_queue_t queue, void *ctx,
 		}
 		return;
 	}
-	_sq_loop_init();
 	struct sq_after_s *a = malloc(sizeof(*a));
 	if (a == NULL)
 		_sq_client_crash("sq_after_f", "out of memory");
@@ -777,7 +908,14 @@ _sq_after(sq_time_t when, uint64_t leeway, sq_queue_t queue, void *ctx,
 	a->func = func;
 	a->item = item;
 	_sq_retain_internal(queue);
+	/* Without a loop (no descriptor or thread for it now), the entry
+	 * waits in the command queue; the loop takes it when it starts, on
+	 * a later call or on the monitor's retry, and a deadline passed by
+	 * then fires at once. The work is late, never lost. */
+	bool waits = _sq_loop_start() != 0;
 	_sq_loop_post(&a->node);
+	if (waits)
+		_sq_pool_retry_later(_sq_loop_retry);
 }
 
 void
@@ -812,17 +950,18 @@ _sq_loop_atfork_child(void)
 	 * not freed: freeing would delete the parent's registrations. The
 	 * timer entries belong to the parent's sources and sq_after calls;
 	 * they do not fire in the child. */
-	if (_sq_loop.wake_fd >= 0 && _sq_loop.base != NULL)
+	if (_sq_loop.wake_fd >= 0)
 		close(_sq_loop.wake_fd);
 	for (int c = 0; c < 2; c++)
 		for (int w = 0; w < 2; w++)
 			free(_sq_loop.heap[c][w]);
 	memset(&_sq_loop, 0, sizeof(_sq_loop));
+	__cds_wfcq_init(&_sq_loop.head, &_sq_loop.tail);
+	pthread_mutex_init(&_sq_loop_lock, NULL);
 	/* The on-time list too: its entries are the parent's timers, and a
 	 * runner the parent had counted does not exist here (left counted,
 	 * no runner would ever start again). */
 	memset(&_sq_ontime, 0, sizeof(_sq_ontime));
 	_sq_loop.wake_fd = -1;
-	_sq_loop_once = 0;
 	_sq_timer_wakeups = 0;
 }

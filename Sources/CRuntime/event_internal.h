@@ -30,6 +30,17 @@ struct sq_loop_node_s {
 
 SQ_INTERNAL void _sq_loop_post(struct sq_loop_node_s *node);
 
+/*
+ * Starts the event loop unless it runs already. Returns 0, or the errno of
+ * what it lacks: EMFILE / ENFILE (descriptors for libevent's base and the
+ * wake-up eventfd), ENOMEM, EAGAIN (the manager thread). What was made is
+ * kept, and the next call tries again.
+ */
+SQ_INTERNAL int _sq_loop_start(void);
+/* _sq_loop_start() == 0, for _sq_pool_retry_later: what waits for the
+ * loop (an sq_after, a timer or data source) has it retried. */
+SQ_INTERNAL bool _sq_loop_retry(void);
+
 /* Wakes the loop (async-signal-safe: one eventfd write). */
 SQ_INTERNAL void _sq_loop_kick(void);
 
@@ -134,7 +145,7 @@ struct sq_source_s {
 	bool tracked;            /* on the descriptor list */
 	bool fd_eof;             /* end of file delivered (delivery side) */
 	struct event *ev;        /* descriptor or pidfd watch */
-	int pidfd;
+	int pidfd;               /* -1: the process is gone (exit at once) */
 	int wd;                  /* inotify watch */
 	int parent_wd;           /* directories: their parent's watch */
 	struct sq_source_s *next_in_list; /* signal / inotify lists */

@@ -191,6 +191,25 @@ _sq_spin_budget_shrink(uint32_t *budget, uint32_t spent, uint32_t min)
  * first call (pool.c). */
 SQ_INTERNAL int _sq_usable_cpus(void);
 
+/*
+ * Starts a detached thread for the runtime besides the workers (the event
+ * loop's manager, the signal watcher, an I/O thread), with every
+ * asynchronous signal blocked; stack_size 0 is the default. When the
+ * system refuses a thread (EAGAIN), the worker pool gives back an idle
+ * worker, if it has more than one, and the creation is tried again.
+ * Returns 0 or the error (pool.c).
+ */
+SQ_INTERNAL int _sq_thread_start(void *(*main)(void *), void *arg,
+		size_t stack_size);
+
+/*
+ * Something the runtime could not start for want of a descriptor or a
+ * thread, and that work waits for (the event loop, for an sq_after): the
+ * pool's monitor calls `retry` every 10 ms until it returns true. A few
+ * kinds at most; asking again for the same function is a no-op (pool.c).
+ */
+SQ_INTERNAL void _sq_pool_retry_later(bool (*retry)(void));
+
 /* fork() child resets (fork.c calls them; each in its own file): the
  * worker pool, the I/O thread pool and open-file slots, the main queue's
  * eventfd. */

@@ -3,36 +3,38 @@
  * drain and its eventfd, and the run-until call for tests and embedders.
  *
  * The main queue is a serial queue whose "target" is the main thread: when
- * it gets work, its wake-up makes an eventfd readable instead of pushing it
- * onto a root queue, and only the main thread drains it. Suspend, resume
+ * it gets work, its wake-up wakes the main thread (and makes the eventfd
+ * readable, once a program asked for one) instead of pushing it onto a
+ * root queue, and only the main thread drains it. Suspend, resume
  * and set_context are ignored on it (seed 002 says so of global queues; we
  * treat the main queue alike so the main thread can never be left stuck).
  */
 #include "queue_internal.h"
 
-#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
 
-static int _sq_main_fd = -1;
-static sq_once_t _sq_main_fd_once;
+/*
+ * Wake-ups. The main thread's own waits (sq_main, run_until) sleep on a
+ * futex word, which needs no descriptor: the main queue works with every
+ * descriptor in use. The eventfd exists only once a program asks for it
+ * (sq_main_queue_fd, to poll it in its own loop); from then on wake-ups
+ * also make it readable.
+ *
+ * `signal` is 1 from a wake-up until the next drain takes it. A wake-up
+ * stores it, then looks for the eventfd and for a sleeper; the main thread
+ * (or the eventfd's maker) stores its side, then looks at `signal`: all
+ * sequentially consistent, so one of each pair sees the other.
+ */
+static struct {
+	uint32_t signal;   /* futex word */
+	uint32_t sleeping; /* 1 while the main thread sleeps on it */
+	int fd;            /* the eventfd, or -1 */
+} _sq_main_wake = { .fd = -1 };
 
-static void
-_sq_main_fd_create(void *unused)
-{
-	_sq_main_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (_sq_main_fd < 0)
-		_sq_client_crash("sq_get_main_queue", "eventfd: %s",
-				strerror(errno));
-}
-
-static inline int
-_sq_main_event_fd(void)
-{
-	sq_once_f(&_sq_main_fd_once, NULL, _sq_main_fd_create);
-	return _sq_main_fd;
-}
+static pthread_mutex_t _sq_main_fd_lock = PTHREAD_MUTEX_INITIALIZER;
 
 bool
 _sq_is_main_thread(void)
@@ -40,18 +42,50 @@ _sq_is_main_thread(void)
 	return gettid() == getpid();
 }
 
+static void
+_sq_main_fd_signal(int fd)
+{
+	uint64_t one = 1;
+	ssize_t n = write(fd, &one, sizeof(one));
+	(void)n; /* EAGAIN: the counter is already non-zero, readable */
+}
+
 void
 _sq_main_queue_wakeup(void)
 {
-	uint64_t one = 1;
-	ssize_t n = write(_sq_main_event_fd(), &one, sizeof(one));
-	(void)n; /* EAGAIN: the counter is already non-zero, readable */
+	__atomic_store_n(&_sq_main_wake.signal, 1, __ATOMIC_SEQ_CST);
+	int fd = __atomic_load_n(&_sq_main_wake.fd, __ATOMIC_SEQ_CST);
+	if (fd >= 0)
+		_sq_main_fd_signal(fd);
+	if (__atomic_load_n(&_sq_main_wake.sleeping, __ATOMIC_SEQ_CST))
+		_sq_futex_wake(&_sq_main_wake.signal, 1);
+	/* Main-queue work starts no task until the main thread drains it:
+	 * a watchdog asleep until a task starts must hear of it. */
+	if (_sq_watching())
+		_sq_watch_work_queued();
 }
 
 int
 sq_main_queue_fd(void)
 {
-	return _sq_main_event_fd();
+	int fd = __atomic_load_n(&_sq_main_wake.fd, __ATOMIC_SEQ_CST);
+	if (fd >= 0)
+		return fd;
+	pthread_mutex_lock(&_sq_main_fd_lock);
+	fd = _sq_main_wake.fd;
+	if (fd < 0) {
+		fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (fd >= 0) {
+			__atomic_store_n(&_sq_main_wake.fd, fd,
+					__ATOMIC_SEQ_CST);
+			/* A wake-up that came before saw no descriptor. */
+			if (__atomic_load_n(&_sq_main_wake.signal,
+					__ATOMIC_SEQ_CST))
+				_sq_main_fd_signal(fd);
+		}
+	}
+	pthread_mutex_unlock(&_sq_main_fd_lock);
+	return fd; /* -1 with errno (EMFILE, ENFILE): ask again later */
 }
 
 size_t
@@ -60,9 +94,15 @@ sq_main_queue_drain(void)
 	if (!_sq_is_main_thread())
 		_sq_client_crash("sq_main_queue_drain", "called on a thread "
 				"other than the main thread");
-	uint64_t count;
-	ssize_t n = read(_sq_main_event_fd(), &count, sizeof(count));
-	(void)n;
+	/* Take the wake-up first: one that comes after this is for work
+	 * this drain may not see, and stays for the next. */
+	__atomic_store_n(&_sq_main_wake.signal, 0, __ATOMIC_SEQ_CST);
+	int fd = __atomic_load_n(&_sq_main_wake.fd, __ATOMIC_SEQ_CST);
+	if (fd >= 0) {
+		uint64_t count;
+		ssize_t n = read(fd, &count, sizeof(count));
+		(void)n;
+	}
 	/* Re-entered from a main-queue task: the outer drain goes on. */
 	for (struct sq_frame_s *f = _sq_current_frame; f; f = f->prev)
 		if (f->queue == &_sq_main_queue)
@@ -75,15 +115,14 @@ sq_main_queue_drain(void)
 	return _sq_queue_drain(&_sq_main_queue, 1024);
 }
 
-/* Waits until the eventfd is readable or the deadline passes. */
+/* Waits until a wake-up comes or the deadline passes. */
 static void
 _sq_main_wait(sq_time_t deadline)
 {
-	uint64_t ns = sq_time_nanoseconds_until(deadline);
-	int timeout_ms = ns == UINT64_MAX ? -1
-			: (int)((ns + NSEC_PER_MSEC - 1) / NSEC_PER_MSEC);
-	struct pollfd pfd = { .fd = _sq_main_event_fd(), .events = POLLIN };
-	(void)poll(&pfd, 1, timeout_ms);
+	__atomic_store_n(&_sq_main_wake.sleeping, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&_sq_main_wake.signal, __ATOMIC_SEQ_CST) == 0)
+		(void)_sq_futex_wait_until(&_sq_main_wake.signal, 0, deadline);
+	__atomic_store_n(&_sq_main_wake.sleeping, 0, __ATOMIC_RELAXED);
 }
 
 void
@@ -117,12 +156,14 @@ sq_main_queue_run_until(sq_time_t deadline, bool (*condition)(void *),
 }
 
 /* fork() child (fork.c): the eventfd is shared with the parent, whose main
- * thread waits on it; the child gets its own on first use. */
+ * thread waits on it; the child gets its own when it asks. */
 void
 _sq_main_queue_atfork_child(void)
 {
-	if (_sq_main_fd >= 0)
-		close(_sq_main_fd);
-	_sq_main_fd = -1;
-	_sq_main_fd_once = 0;
+	if (_sq_main_wake.fd >= 0)
+		close(_sq_main_wake.fd);
+	_sq_main_wake.fd = -1;
+	_sq_main_wake.signal = 0;
+	_sq_main_wake.sleeping = 0;
+	pthread_mutex_init(&_sq_main_fd_lock, NULL);
 }

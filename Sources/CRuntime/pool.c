@@ -22,6 +22,11 @@
  *   every worker is busy, work is waiting and some workers are blocked (not
  *   runnable in /proc), a monitor thread adds workers within milliseconds,
  *   up to SQ_MAX_THREADS; extra workers retire after 5 idle seconds.
+ * - When the system refuses a thread (EAGAIN: RLIMIT_NPROC, memory), the
+ *   pool goes on with the workers it has and tries again after a pause;
+ *   it gives an idle worker back when the rest of the runtime needs a
+ *   thread (_sq_thread_start). Only a pool that cannot start its first
+ *   worker at all stops the process, with a message (see "Threads").
  *
  * The wake-up invariant (argued path by path in docs/ARCHITECTURE.md):
  * whenever a job is in a run queue, some worker is searching (counted in
@@ -46,7 +51,10 @@
 
 #define SQ_RING_SIZE 256u
 #define SQ_POOL_MAX_THREADS 512
-#define SQ_DEFAULT_MAX_THREADS 64
+/* libdispatch's own cap on Linux: its workqueue lets a root queue's pool
+ * grow to DISPATCH_WORKQ_MAX_PTHREAD_COUNT (255) threads when its workers
+ * block. 128 tasks blocked at once on 2 CPUs then still finish. */
+#define SQ_DEFAULT_MAX_THREADS 255
 /* An idle worker spins for work at most this long before parking; the
  * budget adapts between 0 and the maximum (see _sq_worker_park). */
 #define SQ_SPIN_MAX_NS (64 * NSEC_PER_USEC)
@@ -76,6 +84,20 @@
 #define SQ_MONITOR_NAP_NS (5 * NSEC_PER_MSEC)
 #define SQ_MONITOR_NAP_MAX_NS (50 * NSEC_PER_MSEC)
 #define SQ_BACKGROUND_NICE 10
+/* After the system refused a thread, no new worker is tried before a pause
+ * that doubles from the minimum to the maximum with each refusal (and is
+ * back to none after a success); the monitor alike. */
+#define SQ_SPAWN_PAUSE_MIN_NS (1 * NSEC_PER_MSEC)
+#define SQ_SPAWN_PAUSE_MAX_NS (128 * NSEC_PER_MSEC)
+#define SQ_MONITOR_RETRY_NS (100 * NSEC_PER_MSEC)
+/* With no worker at all, a refused thread makes the submitter wait and try
+ * again (libdispatch, in that case, sleeps and retries without end); the
+ * process stops after this long. */
+#define SQ_FIRST_WORKER_WAIT_NS (5 * NSEC_PER_SEC)
+/* How often the monitor calls what waits to be retried
+ * (_sq_pool_retry_later). */
+#define SQ_RETRY_INTERVAL_NS (10 * NSEC_PER_MSEC)
+#define SQ_RETRY_SLOTS 4
 
 /* Ring entries carry the root index of the job in their low bits. */
 #define SQ_RING_ROOT_MASK ((uintptr_t)3)
@@ -98,6 +120,7 @@ struct sq_worker_s {
 	bool searching;      /* counted in _sq_pool.searching */
 	bool niced;
 	bool on_idle_list;   /* under the idle lock */
+	bool leave;          /* asked to give its thread back (see "Threads") */
 	int root;            /* root index of the job being run */
 	uint32_t tick;
 	uint64_t parked_at;  /* when it last parked (monotonic ns) */
@@ -134,11 +157,20 @@ static struct {
 	struct sq_worker_s *idle;        /* the idle list: most recent first */
 	struct sq_worker_s *idle_oldest; /* and its other end */
 	pthread_attr_t thread_attr;
-	/* The monitor: started with the pool; sleeps on `kick` while no work
-	 * waits. */
+	/* The monitor: started with the first worker; sleeps on `kick` while
+	 * no work waits. */
 	uint32_t monitor_kick;  /* futex word: 1 once kicked */
 	uint32_t monitor_deep;  /* 1 while it sleeps until kicked */
+	uint32_t monitor_state; /* SQ_MONITOR_* */
+	uint64_t monitor_retry_at; /* no new try before (a refused thread) */
 	bool monitor_running;
+	/* Refused threads (relaxed: hints, racing updates only blur them). */
+	uint64_t spawn_after;   /* no new worker tried before this (ns) */
+	uint64_t spawn_pause;   /* the next pause, 0 after a success */
+	/* Functions the monitor calls until they succeed
+	 * (_sq_pool_retry_later). */
+	bool (*retry[SQ_RETRY_SLOTS])(void);
+	uint64_t retry_at;
 	bool net_enabled;  /* SQ_MONITOR_NET (default 1) */
 	bool net_debug;    /* SQ_DEBUG_NET: report each firing */
 	/* Statistics (sq_pool_stats), relaxed counters. */
@@ -150,6 +182,12 @@ static struct {
 } _sq_pool;
 
 static sq_once_t _sq_pool_once;
+
+enum {
+	SQ_MONITOR_NONE = 0,     /* not started, or refused a thread */
+	SQ_MONITOR_STARTING = 1, /* a thread is creating it */
+	SQ_MONITOR_RUNNING = 2,
+};
 static SQ_TLS struct sq_worker_s *_sq_self;
 SQ_TLS int _sq_apply_depth;
 
@@ -230,8 +268,6 @@ _sq_env_int(const char *name, int fallback, int min, int max)
 	return n > max ? max : (int)n;
 }
 
-static void _sq_monitor_start(void);
-
 static void
 _sq_pool_init_once(void *unused)
 {
@@ -248,7 +284,8 @@ _sq_pool_init_once(void *unused)
 	pthread_attr_init(&_sq_pool.thread_attr);
 	pthread_attr_setdetachstate(&_sq_pool.thread_attr,
 			PTHREAD_CREATE_DETACHED);
-	_sq_monitor_start();
+	/* The monitor starts with the first worker: with room for one thread
+	 * only, that one must be a worker. */
 	_sq_watchdog_start();
 }
 
@@ -466,13 +503,62 @@ _sq_idle_remove(struct sq_worker_s *w)
 }
 
 static void *_sq_worker_main(void *arg);
+static void _sq_pool_notify(void);
 static void _sq_monitor_kick(void);
+static void _sq_monitor_ensure(void);
 
-/* Starts a worker that begins as a searcher (the caller counted it in
- * `searching`). Returns false at the thread cap or on failure. */
-static bool
-_sq_pool_spawn(void)
+/* Creates a detached thread with every asynchronous signal blocked, as all
+ * the runtime's threads are (process-directed signals go to the program's
+ * threads or to the signal watcher, never into a task); faults stay
+ * deliverable. The new thread inherits the mask; ours is restored at once.
+ * Returns 0 or pthread_create's error. */
+static int
+_sq_thread_create(const pthread_attr_t *attr, void *(*main)(void *),
+		void *arg)
 {
+	sigset_t mask, old;
+	sigfillset(&mask);
+	static const int faults[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP,
+		SIGABRT, SIGSYS };
+	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+		sigdelset(&mask, faults[i]);
+	pthread_sigmask(SIG_SETMASK, &mask, &old);
+	pthread_t thread;
+	int err = pthread_create(&thread, attr, main, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return err;
+}
+
+/* The system refused a thread: no new worker is tried for a pause that
+ * doubles with each refusal in a row. */
+static void
+_sq_pool_spawn_refused(void)
+{
+	uint64_t pause = __atomic_load_n(&_sq_pool.spawn_pause,
+			__ATOMIC_RELAXED);
+	pause = pause == 0 ? SQ_SPAWN_PAUSE_MIN_NS : pause * 2;
+	if (pause > SQ_SPAWN_PAUSE_MAX_NS)
+		pause = SQ_SPAWN_PAUSE_MAX_NS;
+	__atomic_store_n(&_sq_pool.spawn_pause, pause, __ATOMIC_RELAXED);
+	__atomic_store_n(&_sq_pool.spawn_after, _sq_monotonic_ns() + pause,
+			__ATOMIC_RELAXED);
+}
+
+/*
+ * Starts a worker that begins as a searcher (the caller counted it in
+ * `searching`). Returns 0; -1 without trying, at the thread cap or during
+ * the pause after a refused thread (unless `force`); or pthread_create's
+ * error. The pool goes on with the workers it has: a job that a new worker
+ * was to take is run by one of them, by a later worker, or by one the
+ * monitor adds (the wake-up invariant's second case).
+ */
+static int
+_sq_pool_spawn_err(bool force)
+{
+	if (!force && __atomic_load_n(&_sq_pool.spawn_pause, __ATOMIC_RELAXED)
+			&& _sq_monotonic_ns() < __atomic_load_n(
+			&_sq_pool.spawn_after, __ATOMIC_RELAXED))
+		return -1;
 	struct sq_worker_s *w = NULL;
 	sq_spinlock_lock(&_sq_pool.spawn_lock);
 	if (__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED) <
@@ -490,40 +576,82 @@ _sq_pool_spawn(void)
 	if (w) {
 		w->searching = true;
 		w->parked = 0;
+		w->leave = false;
 		w->root = SQ_ROOT_DEFAULT;
 		__atomic_store_n(&w->slot_state, SQ_SLOT_LIVE, __ATOMIC_RELEASE);
 		__atomic_add_fetch(&_sq_pool.live, 1, __ATOMIC_SEQ_CST);
 	}
 	sq_spinlock_unlock(&_sq_pool.spawn_lock);
 	if (w == NULL)
-		return false;
+		return -1;
 
-	__atomic_add_fetch(&_sq_pool.spawned, 1, __ATOMIC_RELAXED);
-	/* Workers block every asynchronous signal, whichever thread starts
-	 * them (as libdispatch's do): process-directed signals go to the
-	 * program's threads or to the signal watcher, never into a task.
-	 * The new thread inherits the mask; ours is restored at once. */
-	sigset_t mask, old;
-	sigfillset(&mask);
-	sigdelset(&mask, SIGSEGV);
-	sigdelset(&mask, SIGBUS);
-	sigdelset(&mask, SIGILL);
-	sigdelset(&mask, SIGFPE);
-	sigdelset(&mask, SIGTRAP);
-	sigdelset(&mask, SIGSYS);
-	pthread_sigmask(SIG_SETMASK, &mask, &old);
-	pthread_t thread;
-	int created = pthread_create(&thread, &_sq_pool.thread_attr,
-			_sq_worker_main, w);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (created != 0) {
+	int err = _sq_thread_create(&_sq_pool.thread_attr, _sq_worker_main, w);
+	if (err != 0) {
 		sq_spinlock_lock(&_sq_pool.spawn_lock);
 		__atomic_store_n(&w->slot_state, SQ_SLOT_FREE, __ATOMIC_RELEASE);
 		__atomic_sub_fetch(&_sq_pool.live, 1, __ATOMIC_SEQ_CST);
 		sq_spinlock_unlock(&_sq_pool.spawn_lock);
-		return false;
+		_sq_pool_spawn_refused();
+		return err;
 	}
-	return true;
+	__atomic_add_fetch(&_sq_pool.spawned, 1, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&_sq_pool.spawn_pause, __ATOMIC_RELAXED))
+		__atomic_store_n(&_sq_pool.spawn_pause, 0, __ATOMIC_RELAXED);
+	_sq_monitor_ensure();
+	return 0;
+}
+
+static bool
+_sq_pool_spawn(void)
+{
+	return _sq_pool_spawn_err(false) == 0;
+}
+
+/*
+ * No worker exists and the system refused the first one: nothing else
+ * would ever run the queued work, so the submitter waits here and tries
+ * again after a pause that doubles up to SQ_SPAWN_PAUSE_MAX_NS (libdispatch
+ * sleeps and retries without end in this case). After
+ * SQ_FIRST_WORKER_WAIT_NS the process stops, saying why. The caller holds
+ * the claim of a searcher (`searching` 1) for the worker it starts.
+ */
+static void
+_sq_pool_wait_for_first_worker(int err)
+{
+	uint64_t start = _sq_monotonic_ns();
+	uint64_t pause = SQ_SPAWN_PAUSE_MIN_NS;
+	while (err == EAGAIN &&
+			_sq_monotonic_ns() - start < SQ_FIRST_WORKER_WAIT_NS) {
+		struct timespec ts = { (time_t)(pause / NSEC_PER_SEC),
+			(long)(pause % NSEC_PER_SEC) };
+		nanosleep(&ts, NULL);
+		if (__atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) > 0) {
+			/* Someone else started one (it counts itself): leave
+			 * the search to it, as a searcher giving up does. */
+			__atomic_sub_fetch(&_sq_pool.searching, 1,
+					__ATOMIC_SEQ_CST);
+			if (_sq_pool_has_work())
+				_sq_pool_notify();
+			return;
+		}
+		err = _sq_pool_spawn_err(true);
+		if (err == 0)
+			return;
+		if (err < 0)
+			err = EAGAIN;
+		if (pause < SQ_SPAWN_PAUSE_MAX_NS)
+			pause *= 2;
+	}
+	struct rlimit rl;
+	char limit[96] = "";
+	if (err == EAGAIN && getrlimit(RLIMIT_NPROC, &rl) == 0 &&
+			rl.rlim_cur != RLIM_INFINITY)
+		snprintf(limit, sizeof(limit), " (this user's process and "
+				"thread limit, RLIMIT_NPROC, is %llu)",
+				(unsigned long long)rl.rlim_cur);
+	_sq_client_crash("sq_async_f", "cannot start any worker thread: "
+			"%s%s%s", strerror(err), limit, err == EAGAIN ?
+			"; retried for 5 s" : "");
 }
 
 /* Wakes w, popped off the idle list, as a searcher. */
@@ -570,12 +698,26 @@ _sq_pool_notify(void)
 		_sq_worker_wake(w);
 		return;
 	}
-	if (__atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) < _sq_pool.width
-			&& _sq_pool_spawn())
-		return;
+	int32_t live = __atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST);
+	if (live < _sq_pool.width) {
+		int err = _sq_pool_spawn_err(live == 0);
+		if (err == 0)
+			return;
+		/* No worker at all: nobody would ever look. (A monitor
+		 * runs only once a worker has, and workers up to the
+		 * width never retire or give their thread back.) */
+		if (err > 0 && __atomic_load_n(&_sq_pool.live,
+				__ATOMIC_SEQ_CST) == 0 && __atomic_load_n(
+				&_sq_pool.monitor_state, __ATOMIC_ACQUIRE) !=
+				SQ_MONITOR_RUNNING) {
+			_sq_pool_wait_for_first_worker(err);
+			return;
+		}
+	}
 	/* No worker is idle: every live one is running a job and looks
 	 * again when it returns (a worker on its way to the idle list
-	 * re-checks the queues after pushing itself, see _sq_worker_park). */
+	 * re-checks the queues after pushing itself, see _sq_worker_park).
+	 * A worker that could not be started is tried again later. */
 	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
 	/* Let the monitor judge whether the busy ones are blocked. */
 	_sq_monitor_kick();
@@ -967,14 +1109,49 @@ _sq_worker_park(struct sq_worker_s *w)
 
 	for (;;) {
 		int32_t live = __atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED);
-		sq_time_t deadline = live > _sq_pool.width
-				? sq_time(SQ_TIME_NOW, (int64_t)SQ_RETIRE_AFTER_NS)
-				: SQ_TIME_FOREVER;
+		/* An extra worker wakes to retire; while the pool runs
+		 * without its monitor (the system refused it a thread), an
+		 * idle worker wakes now and then to start it. */
+		bool no_monitor = __atomic_load_n(&_sq_pool.monitor_state,
+				__ATOMIC_RELAXED) != SQ_MONITOR_RUNNING;
+		uint64_t wake_at = live > _sq_pool.width ? w->parked_at +
+				SQ_RETIRE_AFTER_NS : UINT64_MAX;
+		if (no_monitor && _sq_monotonic_ns() + SQ_MONITOR_RETRY_NS <
+				wake_at)
+			wake_at = _sq_monotonic_ns() + SQ_MONITOR_RETRY_NS;
+		sq_time_t deadline = wake_at == UINT64_MAX ? SQ_TIME_FOREVER
+				: (sq_time_t)wake_at;
 		int r = 0;
 		/* Acquire: pairs with the waker's release (w->searching). */
 		while (__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE) == 1 &&
 				r != ETIMEDOUT)
 			r = _sq_futex_wait_until(&w->parked, 1, deadline);
+		if (__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE) == 0 &&
+				__atomic_load_n(&w->leave, __ATOMIC_ACQUIRE)) {
+			/* Asked to give the thread back (_sq_pool_give_back
+			 * took us off the idle list). As a retiring worker
+			 * does: leave `live`, but never the last one (another
+			 * give-back or a retirement may have raced this one),
+			 * then pass on any work we see, since a submitter
+			 * meanwhile may have found nobody. */
+			__atomic_store_n(&w->leave, false, __ATOMIC_RELAXED);
+			int32_t n = __atomic_load_n(&_sq_pool.live,
+					__ATOMIC_RELAXED);
+			while (n > 1 && !__atomic_compare_exchange_n(
+					&_sq_pool.live, &n, n - 1, false,
+					__ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+			}
+			if (n <= 1) {
+				/* The pool's last worker stays: it looks for
+				 * work as a searcher and parks again. */
+				_sq_worker_search_again(w);
+				return true;
+			}
+			SQ_CHAOS_POINT();
+			if (_sq_pool_has_work())
+				_sq_pool_notify();
+			return false;
+		}
 		if (__atomic_load_n(&w->parked, __ATOMIC_ACQUIRE) == 0) {
 			/* Woken: the waker made us a searcher. */
 			w->woken_at = _sq_monotonic_ns();
@@ -982,10 +1159,13 @@ _sq_worker_park(struct sq_worker_s *w)
 				_sq_pool_spin_grow();
 			return true;
 		}
+		if (no_monitor)
+			_sq_monitor_ensure();
 		/* Idle for a while: retire if we are an extra worker and
 		 * nobody is waking us right now. */
 		live = __atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED);
-		if (live <= _sq_pool.width)
+		if (live <= _sq_pool.width || _sq_monotonic_ns() - w->parked_at <
+				SQ_RETIRE_AFTER_NS)
 			continue;
 		if (!_sq_idle_remove(w))
 			continue; /* being woken: wait for it */
@@ -1123,6 +1303,31 @@ _sq_pool_net_fire(void)
 	_sq_worker_wake(w);
 }
 
+/* Calls what waits to be retried (_sq_pool_retry_later), at most every
+ * SQ_RETRY_INTERVAL_NS; drops what succeeded. Returns whether anything is
+ * still waiting. Monitor thread. */
+static bool
+_sq_pool_run_retries(void)
+{
+	bool waiting = false;
+	uint64_t now = _sq_monotonic_ns();
+	bool due = now >= _sq_pool.retry_at;
+	for (int i = 0; i < SQ_RETRY_SLOTS; i++) {
+		bool (*fn)(void) = __atomic_load_n(&_sq_pool.retry[i],
+				__ATOMIC_ACQUIRE);
+		if (fn == NULL)
+			continue;
+		if (due && fn())
+			__atomic_compare_exchange_n(&_sq_pool.retry[i], &fn, NULL,
+					false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		else
+			waiting = true;
+	}
+	if (due)
+		_sq_pool.retry_at = now + SQ_RETRY_INTERVAL_NS;
+	return waiting;
+}
+
 static void *
 _sq_monitor_main(void *unused)
 {
@@ -1133,6 +1338,7 @@ _sq_monitor_main(void *unused)
 	pthread_setname_np(pthread_self(), "sq.monitor");
 
 	for (;;) {
+		bool retrying = _sq_pool_run_retries();
 		if (!_sq_pool_has_work()) {
 			pending_ticks = 0;
 			stalled_ticks = 0;
@@ -1150,13 +1356,20 @@ _sq_monitor_main(void *unused)
 				continue;
 			}
 			nap_ns = SQ_MONITOR_NAP_NS;
+			if (retrying) {
+				struct timespec nap = { 0,
+					(long)SQ_RETRY_INTERVAL_NS };
+				nanosleep(&nap, NULL);
+				continue;
+			}
 			/* Sleep until kicked. Dekker with the kicker: we
 			 * store `monitor_deep` then load the kick; it stores
 			 * the kick then loads `monitor_deep` (all seq-cst),
-			 * so one of us sees the other. */
+			 * so one of us sees the other. (A retry request
+			 * kicks after it stores its function.) */
 			__atomic_store_n(&_sq_pool.monitor_deep, 1,
 					__ATOMIC_SEQ_CST);
-			if (!_sq_pool_has_work())
+			if (!_sq_pool_has_work() && !_sq_pool_run_retries())
 				_sq_futex_wait(&_sq_pool.monitor_kick, 0, NULL);
 			__atomic_store_n(&_sq_pool.monitor_deep, 0,
 					__ATOMIC_SEQ_CST);
@@ -1239,15 +1452,35 @@ _sq_monitor_main(void *unused)
 	return NULL;
 }
 
+/* Starts the monitor if it is not running, unless a refused thread's pause
+ * is not over. Called after each new worker, on kicks and by retry
+ * requests: with room for a single thread, the pool runs without a monitor
+ * (no blocking compensation) until it can have one. */
 static void
-_sq_monitor_start(void)
+_sq_monitor_ensure(void)
 {
-	pthread_t thread;
-	if (pthread_create(&thread, &_sq_pool.thread_attr, _sq_monitor_main,
-			NULL) != 0)
-		_sq_client_crash("sq_async_f", "cannot start the pool "
-				"monitor thread: %s", strerror(errno));
+	if (__atomic_load_n(&_sq_pool.monitor_state, __ATOMIC_ACQUIRE) ==
+			SQ_MONITOR_RUNNING)
+		return;
+	if (_sq_monotonic_ns() < __atomic_load_n(&_sq_pool.monitor_retry_at,
+			__ATOMIC_RELAXED))
+		return;
+	uint32_t none = SQ_MONITOR_NONE;
+	if (!__atomic_compare_exchange_n(&_sq_pool.monitor_state, &none,
+			SQ_MONITOR_STARTING, false, __ATOMIC_ACQ_REL,
+			__ATOMIC_RELAXED))
+		return;
+	if (_sq_thread_create(&_sq_pool.thread_attr, _sq_monitor_main,
+			NULL) != 0) {
+		__atomic_store_n(&_sq_pool.monitor_retry_at, _sq_monotonic_ns() +
+				SQ_MONITOR_RETRY_NS, __ATOMIC_RELAXED);
+		__atomic_store_n(&_sq_pool.monitor_state, SQ_MONITOR_NONE,
+				__ATOMIC_RELEASE);
+		return;
+	}
 	__atomic_store_n(&_sq_pool.monitor_running, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&_sq_pool.monitor_state, SQ_MONITOR_RUNNING,
+			__ATOMIC_RELEASE);
 }
 
 /* Every worker is busy: the monitor should look whether they are blocked.
@@ -1261,10 +1494,94 @@ _sq_monitor_kick(void)
 	 * saturated submissions from writing the line. */
 	if (__atomic_load_n(&_sq_pool.monitor_kick, __ATOMIC_RELAXED) != 0)
 		return;
+	if (SQ_UNLIKELY(__atomic_load_n(&_sq_pool.monitor_state,
+			__ATOMIC_RELAXED) != SQ_MONITOR_RUNNING))
+		_sq_monitor_ensure();
 	if (__atomic_exchange_n(&_sq_pool.monitor_kick, 1, __ATOMIC_SEQ_CST)
 			== 0 && __atomic_load_n(&_sq_pool.monitor_deep,
 			__ATOMIC_SEQ_CST))
 		_sq_futex_wake(&_sq_pool.monitor_kick, 1);
+}
+
+/* ---- Threads ------------------------------------------------------------
+ *
+ * The rest of the runtime needs threads of its own: the event loop's
+ * manager, the signal watcher, the I/O threads. When the system refuses
+ * one (EAGAIN: the user's RLIMIT_NPROC, or memory for its stack), the
+ * pool gives back one idle worker, if it has more than one, so that they
+ * get theirs: a pool of fewer workers still runs everything, while a
+ * missing manager stops every timer and source. The pool then tries to
+ * grow again after its pause, as after any refused thread.
+ */
+
+/* Asks one idle worker to leave, if the pool has more than one worker.
+ * Returns whether one was asked. */
+static bool
+_sq_pool_give_back(void)
+{
+	if (__atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) <= 1)
+		return false;
+	sq_spinlock_lock(&_sq_pool.idle_lock);
+	struct sq_worker_s *w = __atomic_load_n(&_sq_pool.live,
+			__ATOMIC_RELAXED) > 1 ? _sq_pool.idle : NULL;
+	if (w)
+		_sq_idle_unlink(w);
+	sq_spinlock_unlock(&_sq_pool.idle_lock);
+	if (w == NULL)
+		return false;
+	/* Hold new workers off for a moment: the thread is for our caller. */
+	_sq_pool_spawn_refused();
+	/* Release: the worker reads `leave` after its acquire of `parked`. */
+	__atomic_store_n(&w->leave, true, __ATOMIC_RELAXED);
+	__atomic_store_n(&w->parked, 0, __ATOMIC_RELEASE);
+	_sq_futex_wake(&w->parked, 1);
+	return true;
+}
+
+int
+_sq_thread_start(void *(*main)(void *), void *arg, size_t stack_size)
+{
+	_sq_pool_init();
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (stack_size)
+		pthread_attr_setstacksize(&attr, stack_size);
+	int err = _sq_thread_create(&attr, main, arg);
+	if (err == EAGAIN && _sq_pool_give_back()) {
+		/* The worker's thread is gone a moment after it returns:
+		 * try for up to 50 ms. */
+		for (int i = 0; i < 50 && err == EAGAIN; i++) {
+			struct timespec ms = { 0, (long)NSEC_PER_MSEC };
+			nanosleep(&ms, NULL);
+			err = _sq_thread_create(&attr, main, arg);
+		}
+	}
+	pthread_attr_destroy(&attr);
+	return err;
+}
+
+void
+_sq_pool_retry_later(bool (*retry)(void))
+{
+	_sq_pool_init();
+	bool listed = false;
+	for (int i = 0; i < SQ_RETRY_SLOTS && !listed; i++)
+		listed = __atomic_load_n(&_sq_pool.retry[i], __ATOMIC_ACQUIRE)
+				== retry;
+	for (int i = 0; i < SQ_RETRY_SLOTS && !listed; i++) {
+		bool (*none)(void) = NULL;
+		listed = __atomic_compare_exchange_n(&_sq_pool.retry[i], &none,
+				retry, false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+	if (!listed)
+		_sq_client_crash("_sq_pool_retry_later", "too many kinds of "
+				"retries");
+	/* Wake the monitor, starting it if need be. The store above comes
+	 * before the kick's seq-cst exchange: a monitor going to its deep
+	 * sleep either sees the kick or, in its last look, the function. */
+	_sq_monitor_ensure();
+	_sq_monitor_kick();
 }
 
 /* ---- Statistics --------------------------------------------------------- */

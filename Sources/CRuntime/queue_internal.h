@@ -163,6 +163,9 @@ SQ_INTERNAL extern bool _sq_watchdog_on;
 SQ_INTERNAL void _sq_watch_task_run(sq_function_t func, void *ctx);
 SQ_INTERNAL void _sq_watch_wait_begin(struct sq_queue_s *q);
 SQ_INTERNAL void _sq_watch_wait_end(void);
+/* Work was queued where no task will start for it by itself (the main
+ * queue): wakes the watchdog if it sleeps until a task starts. */
+SQ_INTERNAL void _sq_watch_work_queued(void);
 
 /* Relaxed: the flag is set once, before the watchdog looks at anything;
  * a task that starts before it is simply not watched. */

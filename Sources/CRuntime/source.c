@@ -41,8 +41,6 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
-SQ_INTERNAL void _sq_loop_init(void);
-
 #define SQ_VNODE_ALL (SQ_VNODE_DELETE | SQ_VNODE_WRITE | SQ_VNODE_EXTEND | \
 		SQ_VNODE_ATTRIB | SQ_VNODE_LINK | SQ_VNODE_RENAME |        \
 		SQ_VNODE_REVOKE)
@@ -562,32 +560,50 @@ _sq_sigwatch_main(void *unused)
 	return NULL;
 }
 
+/* Serialises starting the watcher and opening the inotify descriptor, which
+ * sq_source_create does on the caller's thread so that a failure is the
+ * caller's error. */
+static pthread_mutex_t _sq_source_start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Starts the watcher thread and its eventfd unless they run already.
+ * Returns 0 or the errno (EMFILE, ENFILE: the eventfd; EAGAIN: the
+ * thread). */
+static int
+_sq_sigwatch_start(void)
+{
+	/* Acquire: pairs with the release below (the descriptor, the
+	 * thread). */
+	if (__atomic_load_n(&_sq_sigwatch.started, __ATOMIC_ACQUIRE))
+		return 0;
+	int err = 0;
+	pthread_mutex_lock(&_sq_source_start_lock);
+	if (!_sq_sigwatch.started) {
+		if (_sq_sigwatch.fd < 0) {
+			_sq_sigwatch.fd = eventfd(0, EFD_CLOEXEC |
+					EFD_NONBLOCK);
+			if (_sq_sigwatch.fd < 0)
+				err = errno;
+		}
+		/* Every asynchronous signal blocked (_sq_thread_start):
+		 * the watcher unblocks the watched ones itself. */
+		if (err == 0)
+			err = _sq_thread_start(_sq_sigwatch_main, NULL, 0);
+		if (err == 0)
+			__atomic_store_n(&_sq_sigwatch.started, true,
+					__ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&_sq_source_start_lock);
+	return err;
+}
+
 /* Watches (on) or stops watching `signo` on the watcher thread, and waits
- * until it has. Loop thread. */
+ * until it has. Loop thread; the watcher was started when the source was
+ * made. */
 static void
 _sq_sigwatch_set(int signo, bool on)
 {
 	if (signo > 64)
 		return;
-	if (!_sq_sigwatch.started) {
-		_sq_sigwatch.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (_sq_sigwatch.fd < 0)
-			_sq_client_crash("sq_source_create", "eventfd: %s",
-					strerror(errno));
-		/* Created from the manager, whose mask blocks every
-		 * asynchronous signal: the watcher starts with none. */
-		pthread_attr_t attr;
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_t thread;
-		int err = pthread_create(&thread, &attr, _sq_sigwatch_main,
-				NULL);
-		pthread_attr_destroy(&attr);
-		if (err != 0)
-			_sq_client_crash("sq_source_create", "cannot start "
-					"the signal thread: %s", strerror(err));
-		_sq_sigwatch.started = true;
-	}
 	uint64_t bit = 1ull << (signo - 1);
 	uint64_t want = _sq_sigwatch.want;
 	__atomic_store_n(&_sq_sigwatch.want, on ? want | bit : want & ~bit,
@@ -832,16 +848,37 @@ _sq_vnode_release_watch(int wd, const char *path)
 		(void)inotify_add_watch(_sq_inotify_fd, path, rest);
 }
 
+/* Opens the process's inotify descriptor unless it is open. Returns 0 or
+ * the errno (EMFILE, ENFILE, and inotify's own per-user limit). */
+static int
+_sq_inotify_open(void)
+{
+	/* Acquire: pairs with the release below. */
+	if (__atomic_load_n(&_sq_inotify_fd, __ATOMIC_ACQUIRE) >= 0)
+		return 0;
+	int err = 0;
+	pthread_mutex_lock(&_sq_source_start_lock);
+	if (_sq_inotify_fd < 0) {
+		int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (fd < 0)
+			err = errno;
+		else
+			__atomic_store_n(&_sq_inotify_fd, fd, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&_sq_source_start_lock);
+	return err;
+}
+
 static void
 _sq_vnode_register(struct sq_source_s *s)
 {
-	if (_sq_inotify_fd < 0) {
-		_sq_inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-		if (_sq_inotify_fd < 0)
-			return;
+	/* The descriptor was opened when the source was made; the loop
+	 * watches it from its first vnode source on. */
+	if (_sq_inotify_ev == NULL) {
 		_sq_inotify_ev = event_new(_sq_loop_base(), _sq_inotify_fd,
 				EV_READ | EV_PERSIST, _sq_inotify_cb, NULL);
-		event_add(_sq_inotify_ev, NULL);
+		if (_sq_inotify_ev)
+			event_add(_sq_inotify_ev, NULL);
 	}
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", (int)s->handle);
@@ -889,6 +926,7 @@ _sq_sources_atfork_child(void)
 	_sq_inotify_fd = -1;
 	_sq_inotify_ev = NULL; /* the parent's base's, dropped with it */
 	_sq_vnode_sources = NULL;
+	pthread_mutex_init(&_sq_source_start_lock, NULL);
 }
 
 /* ---- Loop side: timers ------------------------------------------------- */
@@ -1007,6 +1045,12 @@ _sq_source_register(struct sq_source_s *s)
 			_sq_source_merge(s, 1);
 		break;
 	case SQ_SOURCE_PROC:
+		if (s->pidfd < 0) {
+			/* No such process (reaped, or never was): it has
+			 * exited, as far as anyone can tell. */
+			_sq_source_merge(s, SQ_PROC_EXIT);
+			break;
+		}
 		s->ev = event_new(_sq_loop_base(), s->pidfd, EV_READ,
 				_sq_source_event_cb, s);
 		if (s->ev)
@@ -1134,7 +1178,7 @@ sq_source_create(sq_source_type_t type, uintptr_t handle, uintptr_t mask,
 	else
 		_sq_object_validate("sq_source_create", queue);
 
-	int pidfd = -1;
+	int pidfd = -1, err = 0;
 	struct stat st;
 	bool regular = false;
 	switch (type->kind) {
@@ -1150,33 +1194,63 @@ sq_source_create(sq_source_type_t type, uintptr_t handle, uintptr_t mask,
 			errno = EINVAL;
 			return NULL;
 		}
+		if (type->kind == SQ_SOURCE_VNODE)
+			err = _sq_inotify_open();
 		break;
 	case SQ_SOURCE_SIGNAL:
 		if (!_sq_signal_allowed(handle)) {
 			errno = EINVAL;
 			return NULL;
 		}
+		err = _sq_sigwatch_start();
 		break;
 	case SQ_SOURCE_PROC:
 		if (mask & ~SQ_PROC_EXIT) {
 			errno = ENOTSUP;
 			return NULL;
 		}
-		if (mask == 0 || handle == 0 || handle > INT32_MAX) {
-			errno = handle == 0 || handle > INT32_MAX ? ESRCH
-					: EINVAL;
+		if (mask == 0) {
+			errno = EINVAL;
 			return NULL;
 		}
+		/* A pid that is not there (reaped, or never was) gets a
+		 * source that delivers SQ_PROC_EXIT at once, as Darwin's
+		 * libdispatch does for any pid its registration fails
+		 * with ESRCH. */
+		if (handle == 0 || handle > INT32_MAX)
+			break;
 		pidfd = _sq_pidfd_open((pid_t)handle);
-		if (pidfd < 0)
-			return NULL; /* ESRCH from the kernel */
-		fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+		if (pidfd < 0 && errno != ESRCH)
+			err = errno; /* EMFILE, ENFILE, ENOMEM */
+		else if (pidfd >= 0)
+			fcntl(pidfd, F_SETFD, FD_CLOEXEC);
 		break;
 	default:
 		break;
 	}
+	/* Timers and data sources need nothing but the loop; when it cannot
+	 * start they wait for it, as sq_after does (the Swift TimerSource
+	 * and DataSource cannot fail). The others fail here, with the errno
+	 * of what is missing, where a bad handle already fails. */
+	bool needs_only_loop = type->kind == SQ_SOURCE_TIMER ||
+			type->kind <= SQ_SOURCE_DATA_REPLACE;
+	bool loop_waits = false;
+	if (err == 0) {
+		int loop_err = _sq_loop_start();
+		if (loop_err != 0 && needs_only_loop)
+			loop_waits = true;
+		else
+			err = loop_err;
+	}
+	if (err != 0) {
+		if (pidfd >= 0)
+			close(pidfd);
+		errno = err;
+		return NULL;
+	}
+	if (loop_waits)
+		_sq_pool_retry_later(_sq_loop_retry);
 
-	_sq_loop_init();
 	struct sq_source_s *s = _sq_object_alloc(&_sq_source_vtable,
 			sizeof(*s));
 	s->type = type;

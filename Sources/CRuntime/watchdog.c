@@ -35,7 +35,8 @@
  * task's start marks its record busy, then reads `deep` and kicks the
  * thread if it is set. The barrier makes the two sides a Dekker pair with
  * only compiler ordering on the task's side: either the look sees the
- * task, or the task sees `deep`. Without membarrier(2) the thread never
+ * task, or the task sees `deep`. Work queued on the main queue starts no
+ * task until the main thread drains it, so its wake-up kicks too. Without membarrier(2) the thread never
  * sleeps that deep and ticks every n ms. With the watchdog off, a task
  * pays one load of `_sq_watchdog_on` and a branch at its start and end.
  */
@@ -220,6 +221,15 @@ _sq_watch_task_end(void)
 	}
 	if (--r->depth == 0)
 		__atomic_store_n(&r->busy, 0, __ATOMIC_RELEASE);
+}
+
+void
+_sq_watch_work_queued(void)
+{
+	/* After the queue's seq-cst wake-up: either the watchdog's look
+	 * after it set `deep` sees the work, or this sees `deep`. */
+	if (__atomic_load_n(&_sq_watch.deep, __ATOMIC_SEQ_CST))
+		_sq_watch_kick();
 }
 
 void

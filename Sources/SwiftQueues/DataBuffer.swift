@@ -86,7 +86,7 @@ public struct DataBuffer: Sendable {
             self.init()
             return
         }
-        self.init(owning: sq_data_create(base, bytes.count, nil, nil))
+        self.init(owning: sq_data_create_f(base, bytes.count, nil, nil))
     }
 
     /// A buffer holding a copy of `bytes` (a `String`'s `utf8`, an array, ...).
@@ -111,17 +111,17 @@ public struct DataBuffer: Sendable {
     public init(bytesNoCopy bytes: UnsafeRawBufferPointer, deallocator: Deallocator = .free) {
         switch deallocator {
         case .free:
-            self.init(owning: sq_data_create(bytes.baseAddress, bytes.count, nil,
-                                             _sq_data_destructor_free))
+            self.init(owning: sq_data_create_f(bytes.baseAddress, bytes.count, nil,
+                                               _sq_data_destructor_free))
         case .unmap:
-            self.init(owning: sq_data_create(bytes.baseAddress, bytes.count, nil,
-                                             _sq_data_destructor_munmap))
+            self.init(owning: sq_data_create_f(bytes.baseAddress, bytes.count, nil,
+                                               _sq_data_destructor_munmap))
         case .custom(let queue, let body):
             // One retained box; the C runtime calls the destructor exactly
             // once (also for an empty buffer), which releases it.
-            self.init(owning: sq_data_create_f(bytes.baseAddress, bytes.count, queue?.raw,
-                                               ClosureBox.retained(body),
-                                               runAndReleaseClosureBox))
+            self.init(owning: sq_data_create_with_context_f(
+                bytes.baseAddress, bytes.count, queue?.raw, ClosureBox.retained(body),
+                runAndReleaseClosureBox))
         }
     }
 
@@ -384,7 +384,7 @@ internal final class DataStorage: @unchecked Sendable {
 
     /// The empty buffer's storage, shared by every empty `DataBuffer`
     /// (`sq_data_empty` ignores retain and release).
-    internal static let empty = DataStorage(owning: sq_data_create(nil, 0, nil, nil))
+    internal static let empty = DataStorage(owning: sq_data_create_f(nil, 0, nil, nil))
 
     internal init(owning raw: OpaquePointer) {
         self.raw = raw

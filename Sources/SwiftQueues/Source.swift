@@ -22,12 +22,15 @@ import CSwiftQueues
 ///         print(error.errnoCode == EBADF)   // a closed descriptor
 ///     }
 ///
-/// The codes the runtime uses: `EBADF` (a bad descriptor), `ESRCH` (no such
-/// process), `ENOENT` (a watched file is gone), `EINVAL` (a signal that
-/// cannot be watched, or bad mask bits), `ENOTSUP` (a process event Linux
-/// cannot report).
+/// The codes the runtime uses: `EBADF` (a bad descriptor), `ENOENT` (a
+/// watched file is gone), `EINVAL` (a signal that cannot be watched, or bad
+/// mask bits), `ENOTSUP` (a process event Linux cannot report); `EMFILE` or
+/// `ENFILE` when the process or the system has no descriptor to spare for
+/// the source or the event loop, `EAGAIN` when no thread can be started
+/// for them (the same call succeeds once they are free again). Timers and
+/// data sources never throw: without an event loop they wait for one.
 public struct SourceError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// The `errno` value (`EBADF`, `ESRCH`, `ENOENT`, `EINVAL`, `ENOTSUP`, ...).
+    /// The `errno` value (`EBADF`, `ENOENT`, `EINVAL`, `ENOTSUP`, `EMFILE`, ...).
     public let errnoCode: Int32
 
     /// The source type that could not be created (`"read"`, `"signal"`, ...).
@@ -113,7 +116,8 @@ public class EventSource: @unchecked Sendable {
     }
 
     /// Creates a C source that cannot fail for these arguments (timers and
-    /// data sources); a failure is a bug in SwiftQueues.
+    /// data sources, which wait for the event loop when it cannot start);
+    /// a failure is a bug in SwiftQueues.
     internal static func createInfallible(
         _ type: sq_source_type_t, mask: UInt, queue: WorkQueue?, name: String
     ) -> OpaquePointer {

@@ -163,7 +163,9 @@ public final class SignalSource: EventSource, @unchecked Sendable {
 
 /// Reports events of a process (`DispatchSourceProcess`). Linux reports
 /// ``Events/exit`` only (through a pidfd); the source does not reap the
-/// process.
+/// process. A process that is already gone (a child already reaped, a pid
+/// no process has) reports ``Events/exit`` as soon as the source is
+/// activated, as Darwin's Dispatch does.
 public final class ProcessSource: EventSource, @unchecked Sendable {
     /// Process events (`DispatchSource.ProcessEvent`).
     public struct Events: OptionSet, Sendable, Hashable {
@@ -187,8 +189,10 @@ public final class ProcessSource: EventSource, @unchecked Sendable {
     }
 
     /// Creates an inactive source for `processIdentifier`. Throws
-    /// ``SourceError`` with `ESRCH` for no such process, `ENOTSUP` for an
-    /// event Linux cannot report.
+    /// ``SourceError`` with `ENOTSUP` for an event Linux cannot report, and
+    /// with `EMFILE` / `ENFILE` (no descriptor for the pidfd or the event
+    /// loop) or `EAGAIN` (no thread for the loop) while the process has
+    /// none to spare.
     public init(processIdentifier: pid_t, eventMask: Events = .exit,
                 queue: WorkQueue? = nil) throws(SourceError) {
         let handle = processIdentifier <= 0 ? UInt.max : UInt(processIdentifier)

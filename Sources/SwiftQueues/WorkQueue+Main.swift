@@ -8,6 +8,11 @@
 //
 //===----------------------------------------------------------------------===//
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 import CSwiftQueues
 
 extension WorkQueue {
@@ -29,9 +34,16 @@ extension WorkQueue {
 
     /// A file descriptor that becomes readable when the main queue has work
     /// (``drainMain()`` makes it unreadable again). Do not read, write or
-    /// close it.
+    /// close it. Made on first use; throws ``IOError`` (`EMFILE`, `ENFILE`)
+    /// while the process has no descriptor to spare, and a later use tries
+    /// again. (The main queue itself needs no descriptor.)
     public static var mainQueueFileDescriptor: Int32 {
-        sq_main_queue_fd()
+        get throws(IOError) {
+            errno = 0
+            let fd = sq_main_queue_fd()
+            if fd < 0 { throw IOError(errnoCode: errno) }
+            return fd
+        }
     }
 
     /// Drains the main queue on the main thread, waiting for work, until

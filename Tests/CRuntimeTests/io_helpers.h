@@ -184,7 +184,7 @@ pattern_regions(size_t from, size_t n, size_t region)
 		uint8_t *b = malloc(len ? len : 1);
 		for (size_t i = 0; i < len; i++)
 			b[i] = pat(from + off + i);
-		sq_data_t d = sq_data_create(b, len, NULL,
+		sq_data_t d = sq_data_create_f(b, len, NULL,
 				SQ_DATA_DESTRUCTOR_FREE);
 		data_append(&all, d);
 		sq_release(d);

@@ -6,8 +6,8 @@
  *
  * Spec (SEED-FEATURES.md §1.17, §8.1): AT-DQ-16 / APPLY-1, AT-DQ-17 /
  * APPLY-2, AT-DQ-19 / APPLY-3, APPLY-5; libdispatch's apply and sema tests;
- * the issue's "nested apply 32x32x32" and "apply finishes while every worker
- * is busy". The deadlocking case (AT-DQ-18) is in test_queue_misuse.c.
+ * a nested apply of 32x32x32, and an apply that finishes while every worker
+ * is busy. The deadlocking case (AT-DQ-18) is in test_queue_misuse.c.
  */
 #include "queue_helpers.h"
 

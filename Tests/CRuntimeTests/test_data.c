@@ -77,8 +77,8 @@ static void
 test_concat_subrange_apply(void)
 {
 	static const char hello[] = "Hello ", world[] = "World";
-	sq_data_t a = sq_data_create(hello, 6, NULL, count_destructor);
-	sq_data_t b = sq_data_create(world, 5, NULL, count_destructor);
+	sq_data_t a = sq_data_create_f(hello, 6, NULL, count_destructor);
+	sq_data_t b = sq_data_create_f(world, 5, NULL, count_destructor);
 	sq_data_t c = sq_data_create_concat(a, b);
 	CHECK_EQ(sq_data_get_size(c), 11);
 
@@ -198,7 +198,8 @@ test_destructor_once(void)
 	struct dctx dc = { 0, q, false };
 	char *buf = malloc(1000);
 	memset(buf, 'x', 1000);
-	sq_data_t d = sq_data_create_f(buf, 1000, q, &dc, ctx_destructor);
+	sq_data_t d = sq_data_create_with_context_f(buf, 1000, q, &dc,
+			ctx_destructor);
 	sq_data_t parts[40];
 	int np = 0;
 	for (int i = 0; i < 10; i++) {
@@ -278,7 +279,7 @@ test_http_chunks(void)
 	const char *bufs[8];
 	for (int i = 0; i < 8; i++) {
 		CHECK_EQ(strlen(http_chunks[i]), sizes[i]);
-		sq_data_t chunk = sq_data_create(http_chunks[i],
+		sq_data_t chunk = sq_data_create_f(http_chunks[i],
 				strlen(http_chunks[i]), NULL,
 				SQ_DATA_DESTRUCTOR_DEFAULT);
 		sq_data_t next = sq_data_create_concat(all, chunk);
@@ -339,7 +340,7 @@ static void
 test_edges(void)
 {
 	CHECK_EQ(sq_data_get_size(sq_data_empty), 0);
-	CHECK(sq_data_create("x", 0, NULL, NULL) == sq_data_empty);
+	CHECK(sq_data_create_f("x", 0, NULL, NULL) == sq_data_empty);
 	sq_retain(sq_data_empty); /* ignored */
 	sq_release(sq_data_empty);
 	sq_release(sq_data_empty);
@@ -353,7 +354,7 @@ test_edges(void)
 
 	/* FREE: the buffer is adopted, no copy. */
 	char *buf = strdup("adopted");
-	sq_data_t d = sq_data_create(buf, 7, NULL, SQ_DATA_DESTRUCTOR_FREE);
+	sq_data_t d = sq_data_create_f(buf, 7, NULL, SQ_DATA_DESTRUCTOR_FREE);
 	sq_data_t m2 = sq_data_create_map(d, &p, &n);
 	CHECK(p == buf && n == 7);
 	CHECK(sq_data_create_concat(d, sq_data_empty) == d);
@@ -367,7 +368,7 @@ test_edges(void)
 
 	/* DEFAULT copies. */
 	char tmp[4] = "abc";
-	d = sq_data_create(tmp, 3, NULL, SQ_DATA_DESTRUCTOR_DEFAULT);
+	d = sq_data_create_f(tmp, 3, NULL, SQ_DATA_DESTRUCTOR_DEFAULT);
 	tmp[0] = 'z';
 	sq_data_t m3 = sq_data_create_map(d, &p, &n);
 	CHECK(p != tmp && memcmp(p, "abc", 3) == 0);
@@ -378,7 +379,7 @@ test_edges(void)
 	void *map = mmap(NULL, 8192, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(map != MAP_FAILED);
-	d = sq_data_create(map, 8192, NULL, SQ_DATA_DESTRUCTOR_MUNMAP);
+	d = sq_data_create_f(map, 8192, NULL, SQ_DATA_DESTRUCTOR_MUNMAP);
 	sq_data_t sub = sq_data_create_subrange(d, 100, 100);
 	sq_release(d);
 	sq_release(sub);
@@ -389,7 +390,7 @@ test_edges(void)
 	for (int i = 0; i < 1000; i++) {
 		char two[2] = { (char)('a' + i % 26), (char)('A' + i % 26) };
 		memcpy(expect + 2 * i, two, 2);
-		sq_data_t c = sq_data_create(two, 2, NULL, NULL);
+		sq_data_t c = sq_data_create_f(two, 2, NULL, NULL);
 		sq_data_t next = sq_data_create_concat(all, c);
 		sq_release(c);
 		sq_release(all);
@@ -422,7 +423,7 @@ null_data(void *ctx)
 static void
 null_concat(void *ctx)
 {
-	sq_data_t d = sq_data_create("abc", 3, NULL, NULL);
+	sq_data_t d = sq_data_create_f("abc", 3, NULL, NULL);
 	if (sq_data_create_concat(d, ctx) != NULL)
 		abort();
 }

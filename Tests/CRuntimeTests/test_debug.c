@@ -217,7 +217,8 @@ test_descriptions(void)
 	sq_semaphore_t sem = sq_semaphore_create(5);
 	sq_workitem_t item = sq_workitem_create_f(SQ_WORKITEM_BARRIER, NULL,
 			nothing);
-	sq_data_t d = sq_data_create("hello", 5, NULL, SQ_DATA_DESTRUCTOR_DEFAULT);
+	sq_data_t d = sq_data_create_f("hello", 5, NULL,
+			SQ_DATA_DESTRUCTOR_DEFAULT);
 	int p[2];
 	CHECK(pipe(p) == 0);
 	sq_io_t ch = sq_io_create_f(SQ_IO_STREAM, p[0], NULL, NULL, NULL);

@@ -223,7 +223,7 @@ mode_io(void)
 	if (pipe(fds) != 0)
 		return 60;
 	sq_queue_t q = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
-	sq_data_t d = sq_data_create("hello fork", 10, NULL,
+	sq_data_t d = sq_data_create_f("hello fork", 10, NULL,
 			SQ_DATA_DESTRUCTOR_DEFAULT);
 	sq_write_f(fds[1], d, q, NULL, write_done);
 	if (!sqt_sem_wait_ms(&child_sem, 5000))
@@ -405,6 +405,28 @@ mode_parent_channel(void)
 	return 81; /* not reached */
 }
 
+/* The parent's channel waits for data on chan_fds[0] at the fork. The
+ * child puts a pipe of its own at that number (the parent still reads
+ * the old one); its sq_read of the number gets an entry of its own: it
+ * must not queue behind the parent's read, which never runs here. */
+static int
+mode_parent_descriptor(void)
+{
+	int fds[2];
+	if (pipe(fds) != 0 || dup2(fds[0], P.chan_fds[0]) < 0)
+		return 85;
+	close(fds[0]);
+	if (write(fds[1], "hello", 5) != 5)
+		return 82;
+	atomic_store(&read_size, 0);
+	sq_read_f(P.chan_fds[0], 5,
+			sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0),
+			NULL, read_done);
+	if (!sqt_sem_wait_ms(&child_sem, 5000))
+		return 83;
+	return atomic_load(&read_size) == 5 ? 0 : 84;
+}
+
 static int
 mode_release_parent_objects(void)
 {
@@ -536,6 +558,7 @@ main(void)
 	CHECK_CRASH(crash_child, (void *)mode_parent_channel,
 			"SwiftQueues: sq_io_read: I/O channel '' was made "
 			"before fork()");
+	run_mode("parent's descriptor", mode_parent_descriptor);
 	run_mode("release parent objects", mode_release_parent_objects);
 	/* The parent's runtime is untouched by all of that. */
 	CHECK_EQ(mode_global_async(), 0);

@@ -1,9 +1,10 @@
 /*
  * Channels meeting a hostile outside world: a closed descriptor, a read on
  * a write-only one, peers that close or reset early, a path that does not
- * open, SQ_IO_STOP. The handler sees the error, nothing already read is
- * lost, the cleanup handler runs once, and nothing crashes. Also sq_read /
- * sq_write and barriers.
+ * open, SQ_IO_STOP. The handler sees the error (a read that ends with one
+ * gets NULL data, as libdispatch's header promises), nothing already read
+ * is lost, the cleanup handler runs once, and nothing crashes. Also sq_read
+ * / sq_write and barriers.
  */
 #include "io_helpers.h"
 
@@ -30,7 +31,7 @@ test_closed_fd(void)
 	result_init(&r);
 	result_init(&w);
 	sq_io_read_f(ch, 0, SIZE_MAX, q, &r, on_io);
-	sq_data_t d = sq_data_create("abc", 3, NULL, NULL);
+	sq_data_t d = sq_data_create_f("abc", 3, NULL, NULL);
 	sq_io_write_f(ch, 0, d, q, &w, on_io);
 	CHECK(wait_result(&r));
 	CHECK(wait_result(&w));
@@ -83,7 +84,7 @@ test_epipe(bool use_pipe)
 	sq_io_t ch = sq_io_create_f(SQ_IO_STREAM, fds[1], q, &c, on_cleanup);
 	size_t size = 1 << 20;
 	char *buf = calloc(1, size);
-	sq_data_t d = sq_data_create(buf, size, NULL, SQ_DATA_DESTRUCTOR_FREE);
+	sq_data_t d = sq_data_create_f(buf, size, NULL, SQ_DATA_DESTRUCTOR_FREE);
 	struct result w;
 	result_init(&w);
 	sq_io_write_f(ch, 0, d, q, &w, on_io);
@@ -201,8 +202,12 @@ test_stop(void)
 	CHECK(wait_result(&r));
 	CHECK(wait_result(&r2));
 	CHECK_EQ(r.error, ECANCELED);
-	CHECK_EQ(r.size, 3); /* kept what it read */
+	CHECK_EQ(r.size, 3); /* kept what it read, in a call before */
+	CHECK_EQ(r.calls, 2);
+	CHECK(r.null_data); /* done with an error: NULL, as libdispatch */
 	CHECK_EQ(r2.error, ECANCELED);
+	CHECK_EQ(r2.calls, 1); /* issued after the close: one call, */
+	CHECK(r2.null_data);   /* NULL data, not an empty object */
 	sq_release(ch);
 	cleanup_check(&c, 0);
 	close(fds[0]);
@@ -289,7 +294,7 @@ test_read_write(void)
 	char *buf = malloc(size);
 	for (size_t i = 0; i < size; i++)
 		buf[i] = (char)(i * 7);
-	sq_data_t d = sq_data_create(buf, size, NULL, SQ_DATA_DESTRUCTOR_FREE);
+	sq_data_t d = sq_data_create_f(buf, size, NULL, SQ_DATA_DESTRUCTOR_FREE);
 	sq_write_f(fds[1], d, q, &w, on_simple);
 	/* On a pipe, each sq_read ends with what is there when the pipe
 	 * would block (as libdispatch): read until all came. */
@@ -368,7 +373,7 @@ test_barrier(void)
 	struct result w[3];
 	for (int i = 0; i < 3; i++) {
 		result_init(&w[i]);
-		sq_data_t d = sq_data_create("0123456789", 10, NULL, NULL);
+		sq_data_t d = sq_data_create_f("0123456789", 10, NULL, NULL);
 		sq_io_write_f(ch, 0, d, q, &w[i], on_io);
 		sq_release(d);
 	}

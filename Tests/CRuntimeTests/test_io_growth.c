@@ -1,9 +1,9 @@
 /*
- * Issue 12, item 5: growing data piece by piece is linear. Appending N
- * one-byte pieces one at a time with sq_data_create_concat, and a stream
- * channel gathering N reads of 100 bytes, cost per piece within a small
- * constant of the 10x smaller case (a quadratic growth would be 10x).
- * These compare costs, they do not time anything against a clock budget.
+ * Growing data piece by piece is linear. Appending N one-byte pieces one at
+ * a time with sq_data_create_concat, and a stream channel gathering N reads
+ * of 100 bytes, cost per piece within a small constant of the 10x smaller
+ * case (a quadratic growth would be 10x). These compare costs, they do not
+ * time anything against a clock budget.
  */
 #include "queue_helpers.h"
 
@@ -39,7 +39,7 @@ append_cost(size_t n, bool *ok)
 	uint64_t t0 = sqt_thread_cpu_ns();
 	sq_data_t all = sq_data_empty;
 	for (size_t i = 0; i < n; i++) {
-		sq_data_t one = sq_data_create(bytes + (i & 255), 1, NULL,
+		sq_data_t one = sq_data_create_f(bytes + (i & 255), 1, NULL,
 				SQ_DATA_DESTRUCTOR_DEFAULT);
 		sq_data_t next = sq_data_create_concat(all, one);
 		sq_release(one);
@@ -80,8 +80,8 @@ test_concat_growth(void)
 	CHECK(ratio <= MAX_RATIO);
 
 	/* Sharing still right: a prefix kept while the chain grows on. */
-	sq_data_t a = sq_data_create("ab", 2, NULL, NULL);
-	sq_data_t b = sq_data_create("cd", 2, NULL, NULL);
+	sq_data_t a = sq_data_create_f("ab", 2, NULL, NULL);
+	sq_data_t b = sq_data_create_f("cd", 2, NULL, NULL);
 	sq_data_t ab = sq_data_create_concat(a, b);
 	sq_data_t abab = sq_data_create_concat(ab, ab);
 	sq_data_t ab_a = sq_data_create_concat(ab, a); /* fork at ab */

@@ -1,15 +1,15 @@
 /*
- * The short paths of a small read (issue 12, item 7): a read whose only
- * handler call goes to a global queue runs that call on the worker that
- * read the file, once the channel's queue is given up, and a close issued
- * while the channel's queue is idle runs on the closing thread. What must
- * hold either way: the bytes, one done call on the global queue, one
- * cleanup after it, the descriptor closed; a handler may wait for another
- * operation of its own channel; a close from a barrier or right after an
- * operation is still ordered after that operation. A file read whole in
- * one call that returns exactly its size at open is taken as at its end
- * (no read for the end): files whose size says otherwise (/proc, /sys) or
- * that grew are still read to their real end.
+ * The short paths of a small read: a read whose only handler call goes to a
+ * global queue runs that call on the worker that read the file, once the
+ * channel's queue is given up, and a close issued while the channel's queue
+ * is idle runs on the closing thread. What must hold either way: the bytes,
+ * one done call on the global queue, one cleanup after it, the descriptor
+ * closed; a handler may wait for another operation of its own channel; a
+ * close from a barrier or right after an operation is still ordered after
+ * that operation. A file read whole in one call that returns exactly its
+ * size at open is taken as at its end (no read for the end): files whose
+ * size says otherwise (/proc, /sys) or that grew are still read to their
+ * real end.
  */
 #include "io_helpers.h"
 

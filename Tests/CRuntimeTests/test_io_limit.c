@@ -176,7 +176,8 @@ static void
 on_one(void *ctx, bool done, sq_data_t data, int error)
 {
 	struct one *o = ctx;
-	o->size += sq_data_get_size(data);
+	if (data != NULL) /* NULL when the read ends with an error */
+		o->size += sq_data_get_size(data);
 	if (done) {
 		o->error = error;
 		atomic_store(&o->order, atomic_fetch_add(&rank, 1) + 1);

@@ -1,9 +1,8 @@
 /*
- * Issue 12, item 4: every offset a random-access channel computes is
- * checked. Extreme offsets on a descriptor positioned past 0 end with
- * EOVERFLOW (past OFF_MAX) or EINVAL (negative), never with arithmetic
- * that overflows (the ASan build runs this with UBSan, aborting on any
- * report).
+ * Every offset a random-access channel computes is checked. Extreme offsets
+ * on a descriptor positioned past 0 end with EOVERFLOW (past OFF_MAX) or
+ * EINVAL (negative), never with arithmetic that overflows (the ASan build
+ * runs this with UBSan, aborting on any report).
  */
 #include "sqtest.h"
 
@@ -53,7 +52,7 @@ static void
 check_write(sq_io_t ch, sq_queue_t q, off_t offset, int error)
 {
 	struct res r = { .sem = sq_semaphore_create(0) };
-	sq_data_t d = sq_data_create("0123456789", 10, NULL, NULL);
+	sq_data_t d = sq_data_create_f("0123456789", 10, NULL, NULL);
 	sq_io_write_f(ch, offset, d, q, &r, on_io);
 	sq_release(d);
 	CHECK(wait_res(&r));

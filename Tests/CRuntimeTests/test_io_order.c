@@ -1,8 +1,8 @@
 /*
- * Issue 12, A-C: operations on one descriptor run in the order they were
- * issued, whatever channel or convenience call issued them; sq_read on a
- * stream delivers what is there when the descriptor would block; a
- * channel's cleanup handler never overlaps one of its handler calls.
+ * Operations on one descriptor run in the order they were issued, whatever
+ * channel or convenience call issued them; sq_read on a stream delivers
+ * what is there when the descriptor would block; a channel's cleanup
+ * handler never overlaps one of its handler calls.
  */
 #include "io_helpers.h"
 
@@ -82,7 +82,7 @@ order_run(int wfd, int rfd, sq_queue_t q, void (*before_reads)(int),
 		buf[i] = pat(i);
 	struct order o = { .sem = sq_semaphore_create(0) };
 	for (int i = 0; i < CHUNKS; i++) {
-		sq_data_t d = sq_data_create(buf + i * CHUNK, CHUNK, NULL,
+		sq_data_t d = sq_data_create_f(buf + i * CHUNK, CHUNK, NULL,
 				SQ_DATA_DESTRUCTOR_DEFAULT);
 		sq_write_f(wfd, d, q, &o, wrote);
 		sq_release(d);

@@ -226,7 +226,7 @@ test_socket_pair(void)
 	struct result w, r;
 	result_init(&w);
 	result_init(&r);
-	sq_data_t d = sq_data_create("ping", 4, NULL, NULL);
+	sq_data_t d = sq_data_create_f("ping", 4, NULL, NULL);
 	sq_io_write_f(a, 0, d, q, &w, on_write);
 	sq_release(d);
 	sq_io_read_f(b, 0, 4, q, &r, on_io);

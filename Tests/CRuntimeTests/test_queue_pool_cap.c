@@ -4,8 +4,8 @@
  * never make the process hold more than 8 workers + a few other threads;
  * they all still finish.
  *
- * Spec: DESIGN.md §3 pool (blocking compensation, SQ_MAX_THREADS); the
- * issue's "set SQ_MAX_THREADS=8 ... 32 sleeping tasks".
+ * The cap bounds the pool's blocking compensation (docs/ARCHITECTURE.md,
+ * "The worker pool").
  */
 #include "queue_helpers.h"
 

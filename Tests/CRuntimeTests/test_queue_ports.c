@@ -4,8 +4,8 @@
  * cascade (items flowing through a chain of serial queues, FIFO at every
  * stage), starfish (all-to-all ping / pong between many serial queues).
  *
- * Spec: the issue's "group-based pingpong between two serial queues";
- * SEED-FEATURES.md §1.1 (FIFO, queues run concurrently), §8.1 AT-DQ-06.
+ * Spec: SEED-FEATURES.md §1.1 (FIFO, queues run concurrently), §8.1
+ * AT-DQ-06.
  */
 #include "queue_helpers.h"
 

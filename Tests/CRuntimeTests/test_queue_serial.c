@@ -6,7 +6,7 @@
  * Spec (shared/spec/SEED-FEATURES.md §8.1, §8.6): AT-DQ-06, AT-DQ-07,
  * AT-DQ-08, Q-LABEL-2, C-5.11 / AT-DQ-10, AT-DQ-11 / Q-CTX-1 / Q-CTX-2,
  * AT-DQ-12, AT-DQ-13, AT-DQ-15, AT-DQ-22, SUSP-1, AT-DQ-09, ASYNC-1,
- * AT-DQ-29 (the issue's 4 producers x 100,000), AT-MIG-01, AT-MIG-02,
+ * AT-DQ-29 (and 4 producers x 100,000), AT-MIG-01, AT-MIG-02,
  * AT-MIG-06 (serial); libdispatch's queue_finalizer and thread_name tests.
  */
 #include "queue_helpers.h"
@@ -948,7 +948,7 @@ test_nested_async(void)
 	sq_release(queueA);
 }
 
-/* ---- AT-DQ-29 / issue: many producers on one serial queue ---------------- */
+/* ---- AT-DQ-29: many producers on one serial queue ------------------------ */
 
 #define MAX_PRODUCERS 16
 
@@ -1037,7 +1037,7 @@ run_producers(int producers, int per_producer)
 static void
 test_producers(void)
 {
-	/* the issue: 4 producers x 100,000 */
+	/* 4 producers x 100,000 */
 	run_producers(4, SQT_SCALE(100000, 25000));
 	/* AT-DQ-29: 16 threads x 10,000 */
 	run_producers(16, SQT_SCALE(10000, 2500));

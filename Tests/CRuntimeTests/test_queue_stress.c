@@ -7,9 +7,7 @@
  * never runs two tasks at once and keeps each producer's order, and every
  * queue's finalizer runs once after the final release.
  *
- * Spec: DESIGN.md §6 (stress: millions of tasks across many queues with
- * random suspend / resume / retarget, nothing lost); the issue's stress
- * item; SEED-FEATURES.md AT-DQ-29 (per-submitter FIFO under load).
+ * Spec: SEED-FEATURES.md AT-DQ-29 (per-submitter FIFO under load).
  */
 #include "queue_helpers.h"
 

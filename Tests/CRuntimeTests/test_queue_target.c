@@ -4,10 +4,10 @@
  * keys through target chains, sq_assert_queue / sq_assert_queue_not (the
  * passing cases; the failing ones are in test_queue_misuse.c).
  *
- * Spec (SEED-FEATURES.md §1.4, §8.1): Q-TGT-1, Q-TGT-2, the issue's "two
- * serial queues targeting one serial queue never run at once" and "a
- * concurrent queue targeting a serial queue is serial", §1.10 / §1.15
- * queue-specific keys; libdispatch's context_for_key test.
+ * Spec (SEED-FEATURES.md §1.4, §8.1): Q-TGT-1, Q-TGT-2 (two serial queues
+ * targeting one serial queue never run at once; a concurrent queue
+ * targeting a serial queue is serial), §1.10 / §1.15 queue-specific keys;
+ * libdispatch's context_for_key test.
  */
 #include "queue_helpers.h"
 

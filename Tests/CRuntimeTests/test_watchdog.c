@@ -155,9 +155,12 @@ test_cycle(void)
 
 /* ---- The main queue, a starved global queue ------------------------------ */
 
+/* The watchdog sleeps (nothing runs), then work is left on the main
+ * queue, which starts no task. */
 static void
 main_left(void *unused)
 {
+	sleep_ms(600);
 	sq_async_f(sq_get_main_queue(), NULL, nothing);
 	sleep_ms(1200);
 }

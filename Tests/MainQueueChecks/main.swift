@@ -36,7 +36,9 @@ private func drain() {
         }
     }
     // The descriptor is readable while work waits, and not after draining.
-    var pfd = pollfd(fd: WorkQueue.mainQueueFileDescriptor, events: Int16(POLLIN), revents: 0)
+    // (Made now, after the work was queued: it starts readable.)
+    guard let fd = try? WorkQueue.mainQueueFileDescriptor else { fail("no descriptor") }
+    var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
     guard poll(&pfd, 1, 10_000) == 1 else { fail("fd not readable with work queued") }
     var total = 0
     while total < 100 { total += WorkQueue.drainMain() }
@@ -110,12 +112,62 @@ private func runForever() -> Never {
     WorkQueue.runMain()
 }
 
+private func withoutDescriptors() {
+    // Every descriptor in use before the runtime's first source: the main
+    // queue still runs, the calls that need a descriptor throw its errno,
+    // a timer waits for the event loop, and once descriptors are back the
+    // same calls succeed.
+    var pipeFDs: [Int32] = [0, 0]
+    guard pipe(&pipeFDs) == 0 else { fail("pipe") }
+    var limit = rlimit(rlim_cur: 64, rlim_max: 64)
+    guard setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { fail("setrlimit") }
+    var fillers: [Int32] = []
+    while true {
+        let fd = open("/dev/null", O_RDONLY)
+        if fd < 0 { break }
+        fillers.append(fd)
+    }
+    do {
+        _ = try WorkQueue.mainQueueFileDescriptor
+        fail("mainQueueFileDescriptor did not throw")
+    } catch {
+        guard error.errnoCode == EMFILE else { fail("mainQueueFileDescriptor: \(error)") }
+    }
+    do {
+        _ = try ReadSource(fileDescriptor: pipeFDs[0])
+        fail("ReadSource did not throw")
+    } catch {
+        guard error.errnoCode == EMFILE else { fail("ReadSource: \(error)") }
+    }
+    let fired = AtomicCounter()
+    let timer = TimerSource(queue: .global())
+    timer.setEventHandler { fired.increment() }
+    timer.schedule(deadline: .now() + .milliseconds(10), repeating: nil)
+    timer.activate()
+    let ran = AtomicCounter()
+    WorkQueue.main.async { ran.increment() }
+    guard WorkQueue.runMain(until: { ran.load() == 1 }, deadline: .now() + .seconds(10)) else {
+        fail("the main queue did not run without descriptors")
+    }
+    print("no descriptors: the main queue runs; mainQueueFileDescriptor and ReadSource throw EMFILE")
+    for fd in fillers { close(fd) }
+    let deadline = ContinuousClock.now + .seconds(10)
+    while fired.load() == 0 && ContinuousClock.now < deadline { usleep(1000) }
+    guard fired.load() == 1 else { fail("the timer did not fire once descriptors were back") }
+    guard (try? WorkQueue.mainQueueFileDescriptor) != nil else { fail("no descriptor after all") }
+    guard let source = try? ReadSource(fileDescriptor: pipeFDs[0]) else { fail("no read source after all") }
+    source.cancel()
+    timer.cancel()
+    print("descriptors back: the timer fired, the same calls succeed")
+}
+
 let mode = CommandLine.arguments.dropFirst().first ?? ""
 switch mode {
 case "drain": drain()
 case "run-until": runUntilCondition()
 case "run-until-deadline": runUntilDeadline()
 case "run-main": runForever()
+case "no-descriptors": withoutDescriptors()
 case "executor":
     // The closure-based run awaits on a task while the main thread drains.
     let done = AtomicCounter()

@@ -1,7 +1,7 @@
-// The async reads follow their task (issue 14, item 5): cancelling the
-// awaiting task stops `channel.read()` and `IOChannel.read(fileDescriptor:)`
-// with ECANCELED, and the caller picks the queue the read completes on.
-// Every wait is bounded (a broken cancellation fails, it does not hang).
+// The async reads follow their task: cancelling the awaiting task stops
+// `channel.read()` and `IOChannel.read(fileDescriptor:)` with ECANCELED,
+// and the caller picks the queue the read completes on. Every wait is
+// bounded (a broken cancellation fails, it does not hang).
 
 #if canImport(Glibc)
 import Glibc

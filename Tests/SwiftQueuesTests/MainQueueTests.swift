@@ -47,6 +47,17 @@ import Foundation
         #expect(output.contains("actor on WorkQueue.main: 100 calls on the main thread"))
     }
 
+    /// Out of descriptors: the main queue needs none; the calls that do
+    /// throw their errno (`IOError`, `SourceError` with `EMFILE`), a timer
+    /// waits for the event loop, and all of it works once descriptors are
+    /// back.
+    @Test func withoutDescriptorsTheMainQueueRunsAndCallsThrow() throws {
+        let (status, output) = try Self.runChecks("no-descriptors")
+        #expect(status == 0, "\(output)")
+        #expect(output.contains("no descriptors: the main queue runs; mainQueueFileDescriptor and ReadSource throw EMFILE"))
+        #expect(output.contains("descriptors back: the timer fired, the same calls succeed"))
+    }
+
     @Test func anUnknownModeFails() throws {
         // The harness itself can fail: a wrong mode exits non-zero.
         let (status, output) = try Self.runChecks("no-such-mode")

@@ -61,7 +61,9 @@ import SwiftQueues
         let readSource: ReadSource? = try? ReadSource(fileDescriptor: -1)
         let writeSource: WriteSource? = try? WriteSource(fileDescriptor: -1)
         let signalSource: SignalSource? = try? SignalSource(signal: SIGKILL)
-        let processSource: ProcessSource? = try? ProcessSource(processIdentifier: -1)
+        // (A pid with no process is not an error: it reports .exit.)
+        let processSource: ProcessSource? = try? ProcessSource(processIdentifier: getpid(),
+                                                               eventMask: [.exit, .fork])
         let fileSystemSource: FileSystemSource? = try? FileSystemSource(fileDescriptor: -1, eventMask: fsEvents)
         #expect(readSource == nil && writeSource == nil && signalSource == nil)
         #expect(processSource == nil && fileSystemSource == nil)

@@ -23,40 +23,60 @@ typedef struct sq_data_s *sq_data_t;
 SQ_EXPORT struct sq_data_s _sq_data_empty;
 #define sq_data_empty (&_sq_data_empty)
 
-/* Markers recognised by sq_data_create; never called. */
+/* Markers recognised by sq_data_create and sq_data_create_f; never
+ * called. The data keeps what it must give back and does it itself. */
 SQ_EXPORT void _sq_data_destructor_free(void *SQ_NULLABLE buffer);
 SQ_EXPORT void _sq_data_destructor_munmap(void *SQ_NULLABLE buffer);
 
-/*! Copy the buffer now; the caller keeps ownership of its own. */
-#define SQ_DATA_DESTRUCTOR_DEFAULT ((sq_function_t)NULL)
-/*! The buffer came from malloc: free() it when the data goes. */
-#define SQ_DATA_DESTRUCTOR_FREE (_sq_data_destructor_free)
-/*! The buffer came from mmap: munmap() it when the data goes. */
-#define SQ_DATA_DESTRUCTOR_MUNMAP (_sq_data_destructor_munmap)
-
-/*!
- * Creates a data object over `size` bytes at `buffer`. `destructor` says
- * who owns the buffer: SQ_DATA_DESTRUCTOR_DEFAULT (copied now),
- * SQ_DATA_DESTRUCTOR_FREE, SQ_DATA_DESTRUCTOR_MUNMAP, or a function that
- * is called as destructor(buffer) on `queue` (NULL: the default global
- * queue) once the last data object sharing the buffer is gone. A size of 0
- * returns sq_data_empty (a custom destructor still runs, at once, on the
- * queue). The caller owns one reference.
+/*
+ * The destructor markers (libdispatch's), for sq_data_create (a block) and
+ * sq_data_create_f (a function) alike: in C they are untyped pointers,
+ * which either parameter accepts. (In C++, which does not convert them,
+ * they are block-typed with blocks and function-typed without, as in
+ * libdispatch.)
  */
-SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
-sq_data_t
-sq_data_create(const void *SQ_NULLABLE buffer, size_t size,
-		sq_queue_t SQ_NULLABLE queue,
-		sq_function_t SQ_NULLABLE destructor);
+/*! Copy the buffer now; the caller keeps ownership of its own. */
+#define SQ_DATA_DESTRUCTOR_DEFAULT NULL
+#if !defined(__cplusplus)
+/*! The buffer came from malloc: free() it when the data goes. */
+#define SQ_DATA_DESTRUCTOR_FREE ((void *)_sq_data_destructor_free)
+/*! The buffer came from mmap: munmap() it when the data goes. */
+#define SQ_DATA_DESTRUCTOR_MUNMAP ((void *)_sq_data_destructor_munmap)
+#elif defined(__BLOCKS__)
+#define SQ_DATA_DESTRUCTOR_FREE \
+	((sq_block_t)(void *)_sq_data_destructor_free)
+#define SQ_DATA_DESTRUCTOR_MUNMAP \
+	((sq_block_t)(void *)_sq_data_destructor_munmap)
+#else
+#define SQ_DATA_DESTRUCTOR_FREE (_sq_data_destructor_free)
+#define SQ_DATA_DESTRUCTOR_MUNMAP (_sq_data_destructor_munmap)
+#endif
 
 /*!
- * sq_data_create with a destructor context: the buffer is not copied, and
- * destructor(context) runs on `queue` (NULL: the default global queue) once
- * the last data object sharing the buffer is gone.
+ * Creates a data object over `size` bytes at `buffer` (libdispatch's
+ * dispatch_data_create_f). `destructor` says who owns the buffer:
+ * SQ_DATA_DESTRUCTOR_DEFAULT (copied now), SQ_DATA_DESTRUCTOR_FREE,
+ * SQ_DATA_DESTRUCTOR_MUNMAP, or a function called as destructor(buffer) on
+ * `queue` (NULL: the default global queue) once the last data object
+ * sharing the buffer is gone. A size of 0 returns sq_data_empty (a custom
+ * destructor still runs, at once, on the queue). The caller owns one
+ * reference.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_data_t
 sq_data_create_f(const void *SQ_NULLABLE buffer, size_t size,
+		sq_queue_t SQ_NULLABLE queue,
+		sq_function_t SQ_NULLABLE destructor);
+
+/*!
+ * sq_data_create_f with a destructor context (a SwiftQueues addition): the
+ * buffer is not copied, and destructor(context) runs on `queue` (NULL: the
+ * default global queue) once the last data object sharing the buffer is
+ * gone. SQ_DATA_DESTRUCTOR_FREE frees `context`.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_data_t
+sq_data_create_with_context_f(const void *SQ_NULLABLE buffer, size_t size,
 		sq_queue_t SQ_NULLABLE queue, void *SQ_NULLABLE context,
 		sq_function_t destructor);
 
@@ -145,17 +165,23 @@ _sq_data_call_destructor_block(void *SQ_NULLABLE block)
 }
 
 /*!
- * sq_data_create with a block destructor (copied; run once on `queue`).
- * A NULL block means SQ_DATA_DESTRUCTOR_DEFAULT (the buffer is copied).
+ * Creates a data object over `size` bytes at `buffer` (libdispatch's
+ * dispatch_data_create): `destructor` is SQ_DATA_DESTRUCTOR_DEFAULT (the
+ * buffer is copied now), SQ_DATA_DESTRUCTOR_FREE, SQ_DATA_DESTRUCTOR_MUNMAP,
+ * or a block (copied) that runs once on `queue` (NULL: the default global
+ * queue) when the last data object sharing the buffer is gone. The caller
+ * owns one reference.
  */
 SQ_INLINE sq_data_t
-sq_data_create_with_block(const void *SQ_NULLABLE buffer, size_t size,
+sq_data_create(const void *SQ_NULLABLE buffer, size_t size,
 		sq_queue_t SQ_NULLABLE queue, sq_block_t SQ_NULLABLE destructor)
 {
-	if (destructor == NULL)
-		return sq_data_create(buffer, size, queue,
-				SQ_DATA_DESTRUCTOR_DEFAULT);
-	return sq_data_create_f(buffer, size, queue,
+	if (destructor == SQ_DATA_DESTRUCTOR_DEFAULT ||
+			destructor == SQ_DATA_DESTRUCTOR_FREE ||
+			destructor == SQ_DATA_DESTRUCTOR_MUNMAP)
+		return sq_data_create_f(buffer, size, queue,
+				(sq_function_t)(void *)destructor);
+	return sq_data_create_with_context_f(buffer, size, queue,
 			_Block_copy((const void *)destructor),
 			_sq_data_call_destructor_block);
 }

@@ -18,7 +18,7 @@ SQ_BEGIN_DECLS
 
 typedef struct sq_pool_stats_s {
 	uint32_t width;          /* workers kept: usable CPUs, or SQ_WORKERS */
-	uint32_t max_threads;    /* the thread cap: SQ_MAX_THREADS (64) */
+	uint32_t max_threads;    /* the thread cap: SQ_MAX_THREADS (255) */
 	uint32_t live;           /* worker threads alive now */
 	uint32_t idle;           /* workers parked on the idle list now */
 	uint32_t searching;      /* workers looking for work now */
@@ -31,7 +31,7 @@ typedef struct sq_pool_stats_s {
 	                            worker (work waited, a worker idled, no
 	                            progress): 0 unless the wake-up protocol
 	                            has a bug */
-	bool monitor_running;    /* the monitor thread has started */
+	bool monitor_running;    /* started with the first worker */
 	bool net_enabled;        /* false with SQ_MONITOR_NET=0 */
 } sq_pool_stats_t;
 

@@ -238,7 +238,9 @@ sq_main_queue_drain(void);
 /*!
  * A file descriptor (an eventfd) that becomes readable when the main queue
  * has tasks; sq_main_queue_drain makes it unreadable again. Do not read,
- * write or close it.
+ * write or close it. Made on the first call (the main queue needs none
+ * otherwise); returns -1 with errno (EMFILE, ENFILE) when no descriptor
+ * can be had, and a later call tries again.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 int

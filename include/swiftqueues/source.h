@@ -72,7 +72,9 @@ SQ_EXPORT const struct sq_source_type_s _sq_source_type_vnode;
 #define SQ_SOURCE_TYPE_SIGNAL (&_sq_source_type_signal)
 /*! Configure with sq_source_set_timer. get_data: fires since the last run. */
 #define SQ_SOURCE_TYPE_TIMER (&_sq_source_type_timer)
-/*! handle: a pid; mask: SQ_PROC_EXIT. get_data: the events seen. */
+/*! handle: a pid; mask: SQ_PROC_EXIT. get_data: the events seen. A pid
+ * that does not exist (a child already reaped, or none at all) delivers
+ * SQ_PROC_EXIT at once, as Darwin's libdispatch does. */
 #define SQ_SOURCE_TYPE_PROC (&_sq_source_type_proc)
 /*! handle: a descriptor of a file or directory; mask: SQ_VNODE_* flags.
  * get_data: the events seen (inotify). */
@@ -175,9 +177,14 @@ sq_source_type_vnode(void)
 /*!
  * Creates a source (inactive) that submits its handlers to `queue` (NULL:
  * the default global queue). Returns NULL with errno set when the outside
- * world says no: EBADF (descriptor), ESRCH (pid), ENOENT (a watched file is
- * gone), EINVAL (signal number, unknown type or mask bits), ENOTSUP (a
- * process event Linux cannot report). The caller owns one reference.
+ * world says no: EBADF (descriptor), ENOENT (a watched file is gone),
+ * EINVAL (signal number, unknown type or mask bits), ENOTSUP (a process
+ * event Linux cannot report); EMFILE or ENFILE when a descriptor the
+ * source or the event loop needs cannot be had, EAGAIN when a thread
+ * cannot (the same call succeeds once they are free again). Timer and
+ * data sources are made even then: they start working when the event
+ * loop can start, as sq_after waits for it. The caller owns one
+ * reference.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_source_t SQ_NULLABLE
@@ -266,7 +273,11 @@ sq_source_set_timer(sq_source_t source, sq_time_t start, uint64_t interval,
 /*!
  * Submits `function(context)` to `queue` at `when`. A timer entry on the
  * manager thread, not a source: one allocation, and thousands pending are
- * cheap. SQ_TIME_FOREVER never submits it.
+ * cheap. SQ_TIME_FOREVER never submits it. If the event loop cannot start
+ * (no descriptor or thread to spare), the entry waits for it: the loop is
+ * tried again every 10 ms and on every call that needs it, and the work
+ * is submitted once it runs (at once if `when` has passed), late but
+ * never lost.
  */
 SQ_EXPORT SQ_NOTHROW
 void

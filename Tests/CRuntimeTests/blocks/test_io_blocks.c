@@ -1,11 +1,14 @@
 /*
  * The block forms of data and I/O (clang -fblocks): sq_data_apply,
- * sq_data_create_with_block, sq_io_create[_with_path|_with_io], sq_io_read,
- * sq_io_write, sq_io_barrier, sq_read, sq_write.
+ * sq_data_create with a block destructor and with the DEFAULT, FREE and
+ * MUNMAP markers (libdispatch's dispatch_data_create, renamed),
+ * sq_io_create[_with_path|_with_io], sq_io_read, sq_io_write,
+ * sq_io_barrier, sq_read, sq_write.
  */
 #include "sqtest.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 
 static bool
 wait_sem(sq_semaphore_t s)
@@ -23,11 +26,12 @@ main(void)
 	/* Data: a block destructor, apply with a block. */
 	static const char hello[] = "Hello ", world[] = "World";
 	__block int destructed = 0;
-	sq_data_t a = sq_data_create_with_block(hello, 6, q, ^{
+	sq_data_t a = sq_data_create(hello, 6, q, ^{
 		destructed++;
 		sq_semaphore_signal(sem);
 	});
-	sq_data_t b = sq_data_create_with_block(world, 5, NULL, NULL);
+	sq_data_t b = sq_data_create(world, 5, NULL,
+			SQ_DATA_DESTRUCTOR_DEFAULT);
 	sq_data_t c = sq_data_create_concat(a, b);
 	__block int regions = 0;
 	__block bool shared = false;
@@ -46,6 +50,34 @@ main(void)
 	sq_release(c);
 	CHECK(wait_sem(sem));
 	CHECK_EQ(destructed, 1);
+
+	/* The markers, block-typed here: FREE takes the malloc'd buffer
+	 * (ASan's leak check sees it freed), MUNMAP the mapping, DEFAULT
+	 * copies (the copy outlives the caller's buffer). */
+	char *heap = malloc(4);
+	memcpy(heap, "heap", 4);
+	sq_data_t f = sq_data_create(heap, 4, NULL, SQ_DATA_DESTRUCTOR_FREE);
+	const void *fp = NULL;
+	size_t fn = 0;
+	sq_data_t fm = sq_data_create_map(f, &fp, &fn);
+	CHECK(fp == heap && fn == 4);
+	sq_release(fm);
+	sq_release(f);
+	void *map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+			MAP_ANONYMOUS, -1, 0);
+	CHECK(map != MAP_FAILED);
+	sq_data_t m = sq_data_create(map, 4096, NULL,
+			SQ_DATA_DESTRUCTOR_MUNMAP);
+	CHECK_EQ(sq_data_get_size(m), 4096);
+	sq_release(m);
+	char stack_bytes[3] = { 'a', 'b', 'c' };
+	sq_data_t copy = sq_data_create(stack_bytes, 3, NULL,
+			SQ_DATA_DESTRUCTOR_DEFAULT);
+	const void *cp = NULL;
+	sq_data_t cm = sq_data_create_map(copy, &cp, NULL);
+	CHECK(cp != stack_bytes && memcmp(cp, "abc", 3) == 0);
+	sq_release(cm);
+	sq_release(copy);
 
 	/* A channel on a pipe: write, barrier, read, cleanup. */
 	int fds[2];
