@@ -1289,11 +1289,18 @@ _sq_snapshot_write(int fd)
 
 /* fork() child (fork.c): the registry stays (queues made before fork()
  * are usable in the child); its locks may have been held by a thread that
- * is not here. */
+ * is not here, and so may a count that had set INSPECT, which nobody would
+ * clear (single-threaded now: plain accesses). */
 void
 _sq_introspect_atfork_child(void)
 {
 	pthread_mutex_init(&_sq_registry.lock, NULL);
 	pthread_mutex_init(&_sq_inspect_lock, NULL);
 	_sq_membarrier_state = 0;
+	_sq_main_queue.state &= ~SQ_STATE_INSPECT;
+	for (uint32_t i = 0; i < _sq_registry.count; i++) {
+		struct sq_object_s *o = _sq_registry.objects[i];
+		if (o->vtable->debug == _sq_queue_debug)
+			((struct sq_queue_s *)o)->state &= ~SQ_STATE_INSPECT;
+	}
 }

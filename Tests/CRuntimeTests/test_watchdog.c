@@ -10,11 +10,25 @@
  * reports, the checks never depend on it being quick.
  */
 #include "child_helpers.h"
+#include "queue_helpers.h"
 
 #include <dirent.h>
 #include <linux/membarrier.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
+
+/* The fork case's child starts threads after a multi-threaded fork:
+ * ThreadSanitizer can follow it (one thread, every runtime structure
+ * reset), but stops such a child unless told not to (as test_fork.c). */
+#if SQT_TSAN
+const char *__tsan_default_options(void);
+
+const char *
+__tsan_default_options(void)
+{
+	return "die_after_fork=0";
+}
+#endif
 
 static void
 nothing(void *ctx)
