@@ -28,5 +28,6 @@
 #include <swiftqueues/io.h>
 #include <swiftqueues/executor.h>
 #include <swiftqueues/trace.h>
+#include <swiftqueues/introspect.h>
 
 #endif /* SWIFTQUEUES_H */

@@ -23,6 +23,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -143,9 +144,20 @@ _sq_data_dispose(struct sq_object_s *o)
 	_sq_object_free(o);
 }
 
+/* sq_debug: the size and how many regions make it up. */
+static size_t
+_sq_data_debug(struct sq_object_s *object, char *buf, size_t size)
+{
+	struct sq_data_s *d = (struct sq_data_s *)object;
+	int n = snprintf(buf, size, "size = %zu, regions = %zu", d->size,
+			d->nranges ? d->nranges : (d->size ? 1 : 0));
+	return n < 0 ? 0 : (size_t)n;
+}
+
 static const struct sq_vtable_s _sq_data_vtable = {
 	.kind = "data",
 	.dispose = _sq_data_dispose,
+	.debug = _sq_data_debug,
 };
 
 struct sq_data_s _sq_data_empty = {

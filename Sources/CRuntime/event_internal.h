@@ -197,6 +197,16 @@ SQ_INTERNAL void _sq_signals_atfork_child(void);
 SQ_INTERNAL void _sq_sources_atfork_child(void);
 SQ_INTERNAL void _sq_loop_atfork_child(void);
 
+/* A source's description for sq_debug (introspect.c). */
+SQ_INTERNAL size_t _sq_source_debug(struct sq_object_s *object, char *buf,
+		size_t size);
+
+/* SQ_SNAPSHOT_SIGNAL's number (0: none), and what the signal handler
+ * calls for it: wakes the watchdog's thread to write a snapshot
+ * (async-signal-safe). watchdog.c. */
+SQ_INTERNAL extern int _sq_snapshot_signo;
+SQ_INTERNAL void _sq_watchdog_signal(void);
+
 /* Runs an sq_after entry's scheduling (loop thread). */
 SQ_INTERNAL void _sq_after_schedule(struct sq_loop_node_s *node);
 

@@ -10,11 +10,11 @@
  *
  *   - every signal disposition the runtime installed goes back to the
  *     program's own (unless the program replaced ours in the meantime);
- *   - the pool, the event loop, the source tables, the I/O thread pool and
- *     the main queue's eventfd are reset to "never started"; the next call
- *     that needs them starts them, in the child, from scratch. Descriptors
- *     the runtime had open are closed where the runtime knows them
- *     (libevent's own are close-on-exec);
+ *   - the pool, the event loop, the source tables, the I/O thread pool,
+ *     the watchdog and the main queue's eventfd are reset to "never
+ *     started"; the next call that needs them starts them, in the child,
+ *     from scratch. Descriptors the runtime had open are closed where the
+ *     runtime knows them (libevent's own are close-on-exec);
  *   - the process generation goes up, so sources and I/O channels made
  *     before fork() (their registrations and threads live in the parent)
  *     stop the process with a "SwiftQueues:" message when used, and
@@ -25,6 +25,7 @@
  */
 #include "event_internal.h"
 #include "trace_internal.h"
+#include "introspect_internal.h"
 
 #include <pthread.h>
 
@@ -43,6 +44,8 @@ _sq_atfork_child(void)
 	_sq_io_atfork_child();
 	_sq_main_queue_atfork_child();
 	_sq_pool_atfork_child();
+	_sq_watchdog_atfork_child();
+	_sq_introspect_atfork_child();
 	/* Single-threaded now: a plain store. */
 	_sq_fork_generation++;
 }

@@ -29,6 +29,7 @@
  */
 #include "queue_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #define GROUP_COUNT_MASK 0x3fffffffull
@@ -66,9 +67,25 @@ _sq_group_dispose(struct sq_object_s *object)
 	_sq_object_free(object);
 }
 
+/* sq_debug: the state word's fields. */
+static size_t
+_sq_group_debug(struct sq_object_s *object, char *buf, size_t size)
+{
+	struct sq_group_s *g = (struct sq_group_s *)object;
+	uint64_t st = __atomic_load_n(&g->state, __ATOMIC_RELAXED);
+	int n = snprintf(buf, size, "count = %llu, waiters = %d, "
+			"notifications = %d, generation = %llu",
+			(unsigned long long)(st & GROUP_COUNT_MASK),
+			(st & GROUP_HAS_WAITERS) != 0,
+			(st & GROUP_HAS_NOTIFS) != 0,
+			(unsigned long long)(st >> GROUP_GEN_SHIFT));
+	return n < 0 ? 0 : (size_t)n;
+}
+
 static const struct sq_vtable_s _sq_group_vtable = {
 	.kind = "group",
 	.dispose = _sq_group_dispose,
+	.debug = _sq_group_debug,
 };
 
 sq_group_t

@@ -18,6 +18,7 @@
  * cleanup handler runs after every handler call of its operations
  * (io_deliver.c). sq_read and sq_write are in io_convenience.c.
  */
+#include "introspect_internal.h"
 #include "io_internal.h"
 
 #include <fcntl.h>
@@ -137,7 +138,25 @@ static const struct sq_vtable_s _sq_io_vtable = {
 	.dispose = _sq_io_dispose,
 	.last_external_release = _sq_io_last_external_release,
 	.fork_bound = true,
+	.debug = _sq_io_debug,
 };
+
+/* For snapshots and sq_debug, from any thread: fields set before the
+ * channel was registered, and atomics. A path taken over from another
+ * channel is written later, on q, so only a path of its own is shown. */
+void
+_sq_io_facts(struct sq_object_s *o, struct sq_io_facts_s *f)
+{
+	struct sq_io_s *ch = (struct sq_io_s *)o;
+	f->type = ch->type == SQ_IO_RANDOM ? "random" : "stream";
+	f->fd = __atomic_load_n(&ch->fd_pub, __ATOMIC_RELAXED);
+	f->path = ch->path_inline ? ch->path : NULL;
+	f->queue = ch->q;
+	f->closed = __atomic_load_n(&ch->close_posted, __ATOMIC_RELAXED);
+	/* Handler calls queued or running, plus one for the channel until
+	 * it is done with its descriptor (see the top). */
+	f->calls = __atomic_load_n(&ch->calls, __ATOMIC_RELAXED);
+}
 
 /* A channel working on `q` (retained), or on a queue of its own, with
  * `extra` bytes after it. */
@@ -185,6 +204,7 @@ sq_io_create_f(sq_io_type_t type, sq_fd_t fd, sq_queue_t queue, void *ctx,
 	ch->tabled = true;
 	ch->tfd = fd;
 	__atomic_store_n(&ch->fd_pub, fd, __ATOMIC_RELAXED); /* no data */
+	_sq_introspect_register(&ch->obj);
 	return ch;
 }
 
@@ -206,6 +226,7 @@ sq_io_create_with_path_f(sq_io_type_t type, const char *path, int oflag,
 	ch->path_inline = true;
 	ch->oflag = oflag;
 	ch->mode = mode;
+	_sq_introspect_register(&ch->obj);
 	return ch;
 }
 
@@ -347,6 +368,7 @@ sq_io_create_with_io_f(sq_io_type_t type, sq_io_t in, sq_queue_t queue,
 	_sq_retain_internal(in); /* both released by _sq_io_attach */
 	_sq_retain_internal(ch);
 	ch->from = in;
+	_sq_introspect_register(&ch->obj);
 	sq_async_f(in->q, ch, _sq_io_attach);
 	return ch;
 }

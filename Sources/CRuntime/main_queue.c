@@ -68,6 +68,10 @@ _sq_main_queue_wakeup(void)
 		_sq_main_fd_signal(fd);
 	if (__atomic_load_n(&_sq_main_wake.sleeping, __ATOMIC_SEQ_CST))
 		_sq_futex_wake(&_sq_main_wake.signal, 1);
+	/* Main-queue work starts no task until the main thread drains it:
+	 * a watchdog asleep until a task starts must hear of it. */
+	if (_sq_watching())
+		_sq_watch_work_queued();
 }
 
 int

@@ -70,6 +70,10 @@ _sq_object_finalize(void *object)
 void
 _sq_object_last_internal_release(struct sq_object_s *o)
 {
+	/* Out of the registry of live objects first: from here on no
+	 * snapshot looks at it (introspect.c). */
+	if (__atomic_load_n(&o->reg_slot, __ATOMIC_RELAXED) != 0)
+		_sq_introspect_unregister(o);
 	if (o->finalizer != NULL && o->context != NULL) {
 		/* The finalizer runs on the object's target queue, after all of
 		 * the object's own work (which held the references). The queue

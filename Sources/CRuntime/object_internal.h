@@ -25,6 +25,11 @@ struct sq_vtable_s {
 	 * (sources, I/O channels): in a child process they are unusable
 	 * (see fork.c). */
 	bool fork_bound;
+	/* Writes what is particular to this kind of object into buf, as
+	 * snprintf does (returns the length it needed), for sq_debug and
+	 * sq_object_describe (introspect.c); NULL: the header's fields only.
+	 * Also tells the kinds apart for the snapshot. */
+	size_t (*debug)(struct sq_object_s *object, char *buf, size_t size);
 };
 
 /*
@@ -47,6 +52,10 @@ struct sq_object_s {
 	/* Fork-bound kinds: the process generation that made it (fork.c);
 	 * 0 for every other object. */
 	uint32_t fork_gen;
+	/* Queues, sources and channels: 1 + the object's index in the
+	 * registry of live objects (introspect.c), 0 when not in it. Under
+	 * the registry's lock. */
+	uint32_t reg_slot;
 };
 
 /* This process's generation: 1, plus one in each child of fork(). Written
@@ -57,6 +66,13 @@ SQ_INTERNAL extern uint32_t _sq_fork_generation;
  * child. */
 SQ_INTERNAL SQ_NORETURN void
 _sq_object_forked(const char *call, const void *object);
+
+/* The registry of live queues, sources and I/O channels (introspect.c):
+ * an object is added at the end of its creation and leaves when its last
+ * internal reference goes (_sq_object_last_internal_release), before
+ * anything of it is torn down. */
+SQ_INTERNAL void _sq_introspect_register(struct sq_object_s *object);
+SQ_INTERNAL void _sq_introspect_unregister(struct sq_object_s *object);
 
 /* Immortal objects (global queues, the main queue) have this xref. */
 #define SQ_REF_IMMORTAL INT32_MAX

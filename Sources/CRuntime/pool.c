@@ -304,6 +304,7 @@ _sq_pool_init_once(void *unused)
 			PTHREAD_CREATE_DETACHED);
 	/* The monitor starts with the first worker: with room for one thread
 	 * only, that one must be a worker. */
+	_sq_watchdog_start();
 }
 
 void
@@ -1693,6 +1694,47 @@ sq_pool_stats(sq_pool_stats_t *stats)
 	stats->monitor_running = __atomic_load_n(&_sq_pool.monitor_running,
 			__ATOMIC_ACQUIRE);
 	stats->net_enabled = _sq_pool.net_enabled;
+}
+
+/* ---- Introspection (introspect.c, watchdog.c) -------------------------- */
+
+size_t
+_sq_pool_root_queued(int index, size_t limit)
+{
+	struct sq_root_rq_s *rq = &_sq_pool.roots[index];
+	size_t n = 0;
+	/* Under the lock no job is taken, so none is freed while we follow
+	 * the links; a job being appended shows as the end (NULL link). */
+	sq_spinlock_lock(&rq->lock);
+	struct cds_wfcq_node *node = __atomic_load_n(&rq->head.node.next,
+			__ATOMIC_ACQUIRE);
+	while (node != NULL && n < limit) {
+		n++;
+		node = __atomic_load_n(&node->next, __ATOMIC_ACQUIRE);
+	}
+	sq_spinlock_unlock(&rq->lock);
+	return n;
+}
+
+size_t
+_sq_pool_local_queued(void)
+{
+	size_t n = 0;
+	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < slots; i++) {
+		struct sq_worker_s *w = &_sq_pool.workers[i];
+		if (__atomic_load_n(&w->slot_state, __ATOMIC_ACQUIRE) !=
+				SQ_SLOT_LIVE)
+			continue;
+		/* Racy: a thief may move the head past the tail we read. */
+		int32_t ring = (int32_t)(__atomic_load_n(&w->ring.tail,
+				__ATOMIC_RELAXED) - __atomic_load_n(&w->ring.head,
+				__ATOMIC_RELAXED));
+		if (ring > 0)
+			n += (size_t)ring;
+		n += __atomic_load_n(&w->next, __ATOMIC_RELAXED) != 0;
+	}
+	return n;
 }
 
 /* ---- Chaos builds ------------------------------------------------------ */

@@ -48,11 +48,13 @@ static const struct sq_vtable_s _sq_queue_vtable = {
 	.activate = _sq_queue_activate,
 	.set_target = _sq_queue_set_target,
 	.last_external_release = _sq_queue_last_external_release,
+	.debug = _sq_queue_debug,
 };
 
 /* Global and main queues: immortal, not suspendable, not retargetable. */
 static const struct sq_vtable_s _sq_static_queue_vtable = {
 	.kind = "queue",
+	.debug = _sq_queue_debug,
 };
 
 #define SQ_STATIC_QUEUE(t, index, name)                                        \
@@ -318,6 +320,7 @@ sq_queue_create_with_target(const char *label, sq_queue_attr_t attr,
 		_sq_queue_validate("sq_queue_create_with_target", target);
 	_sq_retain_internal(target);
 	q->obj.target = target;
+	_sq_introspect_register(&q->obj);
 	return q;
 }
 
@@ -558,7 +561,7 @@ _sq_cont_call(struct sq_cont_s *c, struct sq_queue_s *q, uint32_t flags,
 	if (observed)
 		SQ_OBS_CONT_BEGIN(c);
 	_sq_cont_free(c);
-	func(ctx);
+	_sq_task_run(func, ctx);
 	if (own_frame)
 		_sq_frame_pop(&frame);
 	if (flags & SQ_CONT_GROUP)
@@ -655,9 +658,29 @@ _sq_job_run(struct sq_job_s *job)
 		_sq_frame_push(&frame, defer.root, false);
 		SQ_TRACE_TASK_BEGIN(defer.trace_flow, defer.root, defer.func,
 				&defer);
-		defer.func(defer.ctx);
+		_sq_task_run(defer.func, defer.ctx);
 		SQ_TRACE_TASK_END(defer.root);
 		_sq_frame_pop(&frame);
+	}
+}
+
+/* A drainer's look at the state before each pop: false when the queue is
+ * suspended or inactive (the drain stops between jobs); while a snapshot
+ * counts its jobs (INSPECT), pauses first. The phase (LOOP) is stored
+ * before this load: the compiler may not swap them, and the CPU's side is
+ * the snapshot's (introspect.c). */
+static inline bool
+_sq_drain_may_pop(struct sq_queue_s *q)
+{
+	for (;;) {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
+		if (SQ_LIKELY(!(s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE |
+				SQ_STATE_INSPECT))))
+			return true;
+		if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
+			return false;
+		_sq_queue_inspect_pause(q);
 	}
 }
 
@@ -688,21 +711,26 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 {
 	struct sq_frame_s frame;
 	size_t ran = 0;
+	uint32_t pops = __atomic_load_n(&q->pops, __ATOMIC_RELAXED);
 
+	_sq_drain_phase(q, SQ_DRAIN_LOOP);
 	_sq_frame_push(&frame, q, true);
 	for (;;) {
-		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
-		if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
+		if (!_sq_drain_may_pop(q))
 			break;
 		struct sq_job_s *job = _sq_queue_pop(q);
 		if (job == NULL)
 			break;
+		_sq_drain_phase(q, SQ_DRAIN_TASK);
+		_sq_drain_pops(q, ++pops);
 		_sq_job_run(job);
+		_sq_drain_phase(q, SQ_DRAIN_LOOP);
 		ran++;
 		if (budget && ran >= budget && !_sq_queue_is_empty(q)) {
 			/* Fairness: back to the end of the target (the main
 			 * loop's next turn for the main queue), still
 			 * ENQUEUED, with the drainer's reference. */
+			_sq_drain_phase(q, SQ_DRAIN_IDLE);
 			_sq_frame_pop(&frame);
 			if (q->type == SQ_QUEUE_TYPE_MAIN)
 				_sq_main_queue_wakeup();
@@ -711,6 +739,7 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 			return ran;
 		}
 	}
+	_sq_drain_phase(q, SQ_DRAIN_IDLE);
 	_sq_frame_pop(&frame);
 	_sq_queue_relinquish(q);
 	_sq_release_internal(q); /* may destroy q (never the main queue) */
@@ -730,10 +759,11 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 {
 	struct sq_queue_s *target = _sq_queue_target(q);
 	unsigned budget = SQ_CONCURRENT_DRAIN_BUDGET;
+	uint32_t pops = __atomic_load_n(&q->pops, __ATOMIC_RELAXED);
 
+	_sq_drain_phase(q, SQ_DRAIN_LOOP);
 	for (;;) {
-		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
-		if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
+		if (!_sq_drain_may_pop(q))
 			break;
 
 		struct sq_cont_s *c = __atomic_load_n(&q->pending_barrier,
@@ -742,6 +772,7 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 			struct sq_job_s *job = _sq_queue_pop(q);
 			if (job == NULL)
 				break;
+			_sq_drain_pops(q, ++pops);
 			if (job->kind == SQ_JOB_QUEUE) {
 				c = _sq_cont_make(q, job, _sq_run_queue_job, 0);
 				c->job.trace_flow = 0;
@@ -765,7 +796,9 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 				break;
 			__atomic_store_n(&q->pending_barrier, NULL,
 					__ATOMIC_SEQ_CST);
+			_sq_drain_phase(q, SQ_DRAIN_TASK);
 			_sq_cont_invoke(c);
+			_sq_drain_phase(q, SQ_DRAIN_LOOP);
 			__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
 			continue;
 		}
@@ -784,10 +817,12 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 		_sq_queue_push(target, &c->job);
 
 		if (--budget == 0 && _sq_queue_has_work(q)) {
+			_sq_drain_phase(q, SQ_DRAIN_IDLE);
 			_sq_queue_push(target, &q->job);
 			return;
 		}
 	}
+	_sq_drain_phase(q, SQ_DRAIN_IDLE);
 	_sq_queue_relinquish(q);
 	_sq_release_internal(q);
 }
@@ -941,8 +976,19 @@ _sq_serial_try_take(struct sq_queue_s *q)
 	if (!_sq_queue_is_empty(q))
 		return false;
 	/* Acquire: what the previous drainer wrote is visible to us. */
-	return __atomic_compare_exchange_n(&q->state, &s, s | SQ_STATE_ENQUEUED,
-			false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED);
+	if (!__atomic_compare_exchange_n(&q->state, &s, s | SQ_STATE_ENQUEUED,
+			false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return false;
+	_sq_drain_phase(q, SQ_DRAIN_TASK);
+	return true;
+}
+
+/* Gives back a queue _sq_serial_try_take took. */
+static inline void
+_sq_serial_give_back(struct sq_queue_s *q)
+{
+	_sq_drain_phase(q, SQ_DRAIN_IDLE);
+	_sq_queue_relinquish(q);
 }
 
 /* Enters a concurrent queue as one more running task, unless a barrier is
@@ -980,7 +1026,7 @@ _sq_concurrent_try_take_barrier(struct sq_queue_s *q)
 				_sq_queue_is_empty(q))
 			return true;
 		__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
-		_sq_queue_relinquish(q);
+		_sq_serial_give_back(q);
 		return false;
 	}
 	__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
@@ -995,10 +1041,10 @@ _sq_sync_give_back(struct sq_queue_s **taken, bool *as_barrier, int count)
 	while (count-- > 0) {
 		struct sq_queue_s *x = taken[count];
 		if (_sq_queue_is_serial(x)) {
-			_sq_queue_relinquish(x);
+			_sq_serial_give_back(x);
 		} else if (as_barrier[count]) {
 			__atomic_sub_fetch(&x->barriers, 1, __ATOMIC_SEQ_CST);
-			_sq_queue_relinquish(x);
+			_sq_serial_give_back(x);
 		} else {
 			_sq_concurrent_leave(x);
 		}
@@ -1122,7 +1168,7 @@ _sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func)
 	_sq_frame_push(&frame, q, true);
 	SQ_TRACE_SYNC_CALL(q, func, ctx);
 	_sq_frame_pop(&frame);
-	_sq_queue_relinquish(q);
+	_sq_serial_give_back(q);
 	return true;
 }
 
@@ -1165,12 +1211,17 @@ _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 	sc->barrier = barrier;
 	if (barrier)
 		__atomic_add_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+	/* The watchdog looks for wait cycles: say what we wait for. */
+	if (_sq_watching())
+		_sq_watch_wait_begin(q);
 	_sq_queue_push(q, &sc->cont.job);
 
 	uint32_t st;
 	while ((st = __atomic_load_n(&sc->waiter.state, __ATOMIC_ACQUIRE))
 			== SQ_SYNC_WAITING)
 		_sq_futex_wait(&sc->waiter.state, SQ_SYNC_WAITING, NULL);
+	if (_sq_watching())
+		_sq_watch_wait_end();
 	if (st == SQ_SYNC_GO) {
 		_sq_sync_run_here(q, barrier, ctx, func);
 		/* Release: the drainer and the tasks after us see our writes. */

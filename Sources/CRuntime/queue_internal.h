@@ -61,12 +61,15 @@ enum sq_queue_type {
  *   bit 0       ENQUEUED: the queue is on its target (or being drained, or
  *               held by a sync caller): whoever set it is the one drainer.
  *   bit 1       INACTIVE: created inactive and not yet activated.
+ *   bit 2       INSPECT: a snapshot is counting the queue's jobs; its
+ *               drainer takes none meanwhile (see "Drain marks").
  *   bits 32-62  suspend count.
  * A queue runs tasks only with all of these clear except ENQUEUED, which
  * the drainer holds.
  */
 #define SQ_STATE_ENQUEUED 0x1ull
 #define SQ_STATE_INACTIVE 0x2ull
+#define SQ_STATE_INSPECT 0x4ull
 #define SQ_STATE_SUSPEND_ONE (1ull << 32)
 #define SQ_STATE_SUSPEND_MASK (0x7fffffffull << 32)
 
@@ -96,11 +99,96 @@ struct sq_queue_s {
 	sq_spinlock_t specific_lock;
 	struct sq_specific_s *specifics;
 
+	/* What the runtime's looks (snapshots, the watchdog) last saw: the
+	 * drain's pop count while jobs were queued, and since when (coarse
+	 * monotonic ns; 0: nothing queued). Under the registry's lock. */
+	uint32_t look_count;
+	bool look_reported;  /* the watchdog reported this wait */
+	uint64_t look_since;
+
 	/* The tasks: MPSC, consumed only by the queue's one drainer. Head
 	 * and tail on separate cache lines. */
 	_Alignas(SQ_CACHELINE) struct __cds_wfcq_head head;
+	/* The drain marks (see "Drain marks"), next to the head the
+	 * drainer writes anyway. */
+	uint32_t pops;
+	uint8_t phase;
 	_Alignas(SQ_CACHELINE) struct cds_wfcq_tail tail;
 };
+
+/* ---- Drain marks --------------------------------------------------------
+ *
+ * Written only by whoever holds ENQUEUED: `pops`, the jobs popped so far
+ * (wrapping), and `phase`, what the holder is doing:
+ *   IDLE    not popping: the queue waits on its target, or its drainer has
+ *           finished;
+ *   LOOP    a drainer between jobs: it may be about to pop;
+ *   TASK    running a job it popped, or a sync caller's function;
+ *   PAUSED  a drainer that saw INSPECT and waits for it to clear.
+ * Three plain stores per job. A snapshot counting the jobs sets INSPECT
+ * and walks the list once no pop can be under way (introspect.c argues
+ * when that is); the drainer reads the state word before every pop
+ * anyway, so looking for INSPECT there costs nothing. The pop count lets
+ * the watchdog see a queue whose work does not move.
+ */
+#define SQ_DRAIN_IDLE 0u
+#define SQ_DRAIN_LOOP 1u
+#define SQ_DRAIN_TASK 2u
+#define SQ_DRAIN_PAUSED 3u
+
+/* Release: a snapshot that reads the phase (acquire) sees the pops before
+ * it. */
+SQ_INLINE void
+_sq_drain_phase(struct sq_queue_s *q, uint8_t phase)
+{
+	__atomic_store_n(&q->phase, phase, __ATOMIC_RELEASE);
+}
+
+/* Relaxed: a count the watchdog compares, nothing read through it. */
+SQ_INLINE void
+_sq_drain_pops(struct sq_queue_s *q, uint32_t pops)
+{
+	__atomic_store_n(&q->pops, pops, __ATOMIC_RELAXED);
+}
+
+/* A drainer that saw INSPECT: marks itself PAUSED, waits until INSPECT is
+ * clear, marks itself LOOP (introspect.c). */
+SQ_INTERNAL void _sq_queue_inspect_pause(struct sq_queue_s *q);
+
+/* ---- Watchdog hooks (watchdog.c) -----------------------------------------
+ *
+ * With SQ_WATCHDOG_MS set, each thread that runs tasks has a record the
+ * watchdog reads: whether it runs a task, since when it holds a serial
+ * queue, which queue its sq_sync waits for. Without it, a hook is one load
+ * of a flag that never changes once the pool has started, and a branch.
+ */
+SQ_INTERNAL extern bool _sq_watchdog_on;
+SQ_INTERNAL void _sq_watch_task_run(sq_function_t func, void *ctx);
+SQ_INTERNAL void _sq_watch_wait_begin(struct sq_queue_s *q);
+SQ_INTERNAL void _sq_watch_wait_end(void);
+/* Work was queued where no task will start for it by itself (the main
+ * queue): wakes the watchdog if it sleeps until a task starts. */
+SQ_INTERNAL void _sq_watch_work_queued(void);
+
+/* Relaxed: the flag is set once, before the watchdog looks at anything;
+ * a task that starts before it is simply not watched. */
+SQ_INLINE bool
+_sq_watching(void)
+{
+	return SQ_UNLIKELY(__atomic_load_n(&_sq_watchdog_on, __ATOMIC_RELAXED));
+}
+
+/* Runs a task (the function of a continuation, of a sync, of an in-place
+ * run), with its frames pushed: watched, with the watchdog on. */
+SQ_INLINE void
+_sq_task_run(sq_function_t func, void *ctx)
+{
+	if (_sq_watching()) {
+		_sq_watch_task_run(func, ctx);
+		return;
+	}
+	func(ctx);
+}
 
 #define SQ_ROOT_COUNT 4
 enum {
@@ -231,6 +319,21 @@ SQ_INTERNAL bool _sq_queue_try_run_here_f(sq_queue_t q, void *ctx,
  * already left, another root, any other context) returns false. */
 SQ_INTERNAL bool _sq_queue_defer_to_root_f(sq_queue_t root, void *ctx,
 		sq_function_t func);
+
+/* Introspection: the jobs queued on root queue `index`, counted under
+ * its lock, at most `limit`; the jobs in the workers' rings and next-job
+ * slots (racy reads). pool.c. */
+SQ_INTERNAL size_t _sq_pool_root_queued(int index, size_t limit);
+SQ_INTERNAL size_t _sq_pool_local_queued(void);
+
+/* Starts the watchdog's thread if the environment asks for it
+ * (SQ_WATCHDOG_MS, SQ_SNAPSHOT_SIGNAL) and it has not started: called
+ * as the pool starts (watchdog.c). */
+SQ_INTERNAL void _sq_watchdog_start(void);
+
+/* A queue's description for sq_debug (introspect.c). */
+SQ_INTERNAL size_t _sq_queue_debug(struct sq_object_s *object, char *buf,
+		size_t size);
 
 /* The number of workers the pool aims to keep running (usable CPUs). */
 SQ_INTERNAL int _sq_pool_width(void);

@@ -37,6 +37,8 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
+
 #define SQ_SEM_TOKEN 1u
 #define SQ_SEM_TOKENS_MASK 0xffffu
 #define SQ_SEM_SLEEPER (1u << 16)
@@ -76,8 +78,20 @@ _sq_semaphore_last_external_release(struct sq_object_s *object)
 			(long)value, (long)s->created_value, (long)waiting);
 }
 
+/* sq_debug: the value (negative: minus the waiters) and the initial one. */
+static size_t
+_sq_semaphore_debug(struct sq_object_s *object, char *buf, size_t size)
+{
+	struct sq_semaphore_s *s = (struct sq_semaphore_s *)object;
+	int n = snprintf(buf, size, "value = %ld, created with = %ld",
+			(long)__atomic_load_n(&s->value, __ATOMIC_RELAXED),
+			(long)s->created_value);
+	return n < 0 ? 0 : (size_t)n;
+}
+
 static const struct sq_vtable_s _sq_semaphore_vtable = {
 	.kind = "semaphore",
+	.debug = _sq_semaphore_debug,
 	.dispose = _sq_semaphore_dispose,
 	.last_external_release = _sq_semaphore_last_external_release,
 };

@@ -82,6 +82,7 @@ static const struct sq_vtable_s _sq_source_vtable = {
 	.activate = _sq_source_activate,
 	.set_target = _sq_source_set_target,
 	.fork_bound = true,
+	.debug = _sq_source_debug,
 };
 
 static inline struct sq_source_s *
@@ -497,6 +498,11 @@ _sq_signal_handler(int signo)
 		__atomic_store_n(&_sq_signal_raised, 1, __ATOMIC_SEQ_CST);
 		_sq_loop_kick();
 		SQ_TRACE_SIGNAL(signo);
+		/* SQ_SNAPSHOT_SIGNAL: straight to the watchdog's thread, so a
+		 * snapshot needs no other thread of ours to be free. */
+		if (signo == __atomic_load_n(&_sq_snapshot_signo,
+				__ATOMIC_RELAXED))
+			_sq_watchdog_signal();
 	}
 	errno = saved;
 }
@@ -1282,6 +1288,7 @@ sq_source_create(sq_source_type_t type, uintptr_t handle, uintptr_t mask,
 	s->timer_interval = SQ_TIME_FOREVER;
 	_sq_retain_internal(queue);
 	s->obj.target = queue;
+	_sq_introspect_register(&s->obj);
 	return s;
 }
 

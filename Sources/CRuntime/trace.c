@@ -617,7 +617,7 @@ _sq_trace_sync_call(struct sq_queue_s *q, sq_function_t func, void *ctx)
 	if (flow != 0)
 		_sq_trace_inherited = 0;
 	_sq_trace_begin(SQ_TRACE_SYNC, flow, q, (const void *)func);
-	func(ctx);
+	_sq_task_run(func, ctx);
 	_sq_trace_end(SQ_TRACE_SYNC);
 }
 
@@ -761,7 +761,7 @@ _sq_obs_sync_call(struct sq_queue_s *q, sq_function_t func, void *ctx)
 	if (SQ_RECORDING())
 		_sq_trace_sync_call(q, func, ctx);
 	else
-		func(ctx);
+		_sq_task_run(func, ctx);
 	SQ_PROBE2(sync__end, q->obj.label, q);
 }
 

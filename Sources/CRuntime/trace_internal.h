@@ -292,7 +292,7 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 		if (SQ_OBSERVED())                                             \
 			_sq_obs_sync_call((q), (func), (ctx));                 \
 		else                                                           \
-			(func)(ctx);                                           \
+			_sq_task_run((func), (ctx));                           \
 	} while (0)
 
 /* A Swift job runs (its task id and priority are read when observed). */

@@ -29,6 +29,7 @@
  */
 #include "queue_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #define WI_STARTED 0x1u
@@ -61,9 +62,25 @@ _sq_workitem_dispose(struct sq_object_s *object)
 	_sq_object_free(object);
 }
 
+/* sq_debug: where the item is in its life. */
+static size_t
+_sq_workitem_debug(struct sq_object_s *object, char *buf, size_t size)
+{
+	struct sq_workitem_s *item = (struct sq_workitem_s *)object;
+	uint32_t st = __atomic_load_n(&item->state, __ATOMIC_RELAXED);
+	int n = snprintf(buf, size, "started = %d, finished = %d, "
+			"cancelled = %d, waiters = %d, notifications = %d, "
+			"barrier = %d", (st & WI_STARTED) != 0,
+			(st & WI_FINISHED) != 0, (st & WI_CANCELLED) != 0,
+			(st & WI_WAITERS) != 0, (st & WI_NOTIFS) != 0,
+			(item->flags & SQ_WORKITEM_BARRIER) != 0);
+	return n < 0 ? 0 : (size_t)n;
+}
+
 static const struct sq_vtable_s _sq_workitem_vtable = {
 	.kind = "work item",
 	.dispose = _sq_workitem_dispose,
+	.debug = _sq_workitem_debug,
 };
 
 sq_workitem_t

@@ -106,6 +106,18 @@ import SwiftQueues
         let recording: Bool = WorkTrace.isRecording
         let traceError: TraceError = TraceError(errnoCode: EBUSY)
         #expect(traceError.errnoCode == EBUSY || recording)
+        // Introspection.
+        let snapshot: RuntimeSnapshot = RuntimeSnapshot.capture()
+        let queueInfo: RuntimeSnapshot.QueueInfo? = snapshot.queues.first
+        let queueKind: RuntimeSnapshot.QueueInfo.Kind? = queueInfo?.kind
+        let sourceInfos: [RuntimeSnapshot.SourceInfo] = snapshot.sources
+        let channelInfos: [RuntimeSnapshot.ChannelInfo] = snapshot.channels
+        let threadInfos: [RuntimeSnapshot.ThreadInfo] = snapshot.threads
+        let poolInfo: RuntimeSnapshot.PoolInfo = snapshot.pool
+        let thread = Thread.current
+        _ = thread
+        #expect(queueKind == .main && poolInfo.width >= 1)
+        #expect(sourceInfos.count >= 0 && channelInfos.count >= 0 && threadInfos.isEmpty)
 
         // The neighbours, in the same scope.
         let mutex = Mutex(0)
