@@ -120,11 +120,13 @@ uninstall:
 
 # ---- tests -----------------------------------------------------------------
 
-$(BUILD)/tests/%: Tests/CRuntimeTests/%.c Tests/CRuntimeTests/sqtest.h $(STATIC)
+TEST_HEADERS := $(wildcard Tests/CRuntimeTests/*.h)
+
+$(BUILD)/tests/%: Tests/CRuntimeTests/%.c $(TEST_HEADERS) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -ITests/CRuntimeTests -o $@ $< $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS)
 
-$(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c Tests/CRuntimeTests/sqtest.h $(STATIC)
+$(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c $(TEST_HEADERS) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(BLOCKS_CC) -fblocks $(filter-out -Wformat=2,$(CFLAGS_ALL)) -ITests/CRuntimeTests -o $@ $< \
 	  $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS) -L$(BLOCKS_LIBDIR) -lBlocksRuntime \

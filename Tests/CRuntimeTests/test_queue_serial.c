@@ -578,6 +578,58 @@ test_async_then_sync(void)
 	sq_release(q);
 }
 
+/* ---- FIFO against the end of a drain ---------------------------------------
+ *
+ * async A then sync B from one thread, while a worker finishes draining the
+ * queue (sqt_tail_race): B must not run before A, however the caller's
+ * calls fall against the drainer's last steps. The same through a target
+ * chain (B's queue idle, A queued on its serial target), and for apply on a
+ * serial queue (one sync task).
+ */
+
+#define TAIL_ROUNDS SQT_SCALE(20000, 2000)
+
+static void
+tail_sync_b(void *ctx, struct sqt_tail_race *r)
+{
+	sq_sync_f(ctx, r, sqt_tail_b);
+}
+
+static void
+tail_apply_b(void *ctx, size_t i)
+{
+	(void)i;
+	sqt_tail_b(ctx);
+}
+
+static void
+tail_apply(void *ctx, struct sqt_tail_race *r)
+{
+	sq_apply_f(1, ctx, r, tail_apply_b);
+}
+
+static void
+test_fifo_against_drain_end(void)
+{
+	sq_queue_t q = sq_queue_create("com.example.tail", NULL);
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS, q, q, false, tail_sync_b, q), 0);
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS / 2, q, q, false, tail_apply, q),
+			0);
+
+	/* q -> t: A and the drain on q, B through q's chain */
+	sq_queue_t t = sq_queue_create("com.example.tail.target", NULL);
+	sq_queue_t qt = sq_queue_create_with_target("com.example.tail.sub",
+			NULL, t);
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS / 2, qt, qt, false, tail_sync_b,
+			qt), 0);
+	/* A and the drain on the target t, B on q (idle) */
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS / 2, t, t, false, tail_sync_b, qt),
+			0);
+	sq_release(qt);
+	sq_release(t);
+	sq_release(q);
+}
+
 /* ---- AT-DQ-15: completion callback (average_async, Listing 3-4) ----------- */
 
 static char callback_key;
@@ -1168,6 +1220,7 @@ main(void)
 	test_cookbook_5_11();
 	test_context_and_finalizer();
 	test_async_then_sync();
+	test_fifo_against_drain_end();
 	test_completion_callback();
 	test_suspension();
 	test_initially_inactive();
