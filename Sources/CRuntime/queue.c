@@ -864,14 +864,23 @@ _sq_frame_find(struct sq_queue_s *q)
 	return NULL;
 }
 
+/*
+ * A sync onto a queue the thread runs is a deadlock. The main thread runs
+ * the main queue in every sense, inside main-queue work or not (as in
+ * libdispatch, and as the assertions see it): only it drains the main
+ * queue, so it could never wait there for work queued ahead of its own;
+ * running its work at once would overtake that work.
+ */
 static void
 _sq_sync_check_deadlock(const char *call, struct sq_queue_s *q, bool barrier)
 {
 	for (struct sq_queue_s *x = q; !_sq_queue_is_root(x);
 			x = _sq_queue_target(x)) {
 		struct sq_frame_s *f = _sq_frame_find(x);
-		if (f != NULL && (f->exclusive || _sq_queue_is_serial(x) ||
-				(barrier && x == q))) {
+		if ((f != NULL && (f->exclusive || _sq_queue_is_serial(x) ||
+				(barrier && x == q))) ||
+				(x->type == SQ_QUEUE_TYPE_MAIN &&
+				_sq_is_main_thread())) {
 			_sq_client_crash(call, "deadlock: queue '%s' is already "
 					"running on this thread",
 					_sq_object_label(x));
@@ -976,10 +985,10 @@ _sq_sync_try_take(struct sq_queue_s *q, bool barrier,
 			x = _sq_queue_target(x)) {
 		bool ok;
 		as_barrier[n] = false;
-		if (n == SQ_MAX_TARGET_DEPTH) {
+		if (n == SQ_MAX_TARGET_DEPTH || x->type == SQ_QUEUE_TYPE_MAIN) {
+			/* the main queue: only the main thread drains it (a
+			 * sync from there is a deadlock, reported before) */
 			ok = false;
-		} else if (x->type == SQ_QUEUE_TYPE_MAIN) {
-			ok = _sq_is_main_thread() && _sq_serial_try_take(x);
 		} else if (x->type == SQ_QUEUE_TYPE_SERIAL) {
 			ok = _sq_serial_try_take(x);
 		} else if (barrier && x == q) {
