@@ -146,6 +146,16 @@ struct sq_apply_call_s {
 	sq_apply_function_t function;
 };
 
+/* Whether the calling thread runs work of `q` (a frame for it). */
+static bool
+_sq_apply_holds(struct sq_queue_s *q)
+{
+	for (struct sq_frame_s *f = _sq_current_frame; f; f = f->prev)
+		if (f->queue == q)
+			return true;
+	return false;
+}
+
 /* The sync task of an apply on a concurrent queue. */
 static void
 _sq_apply_in_sync(void *arg)
@@ -177,8 +187,9 @@ sq_apply_f(size_t iterations, sq_queue_t queue, void *ctx,
 		}
 	}
 	/* A concurrent queue: one sync task holds it for every iteration
-	 * (not from inside an apply: the outer one holds it already). */
-	if (!_sq_queue_is_root(queue) && _sq_apply_depth == 0) {
+	 * (unless this thread runs its work already: an apply nested in one
+	 * of its iterations or tasks). */
+	if (!_sq_queue_is_root(queue) && !_sq_apply_holds(queue)) {
 		struct sq_apply_call_s c = { iterations, queue, ctx, function };
 		_sq_sync_for_apply(queue, &c, _sq_apply_in_sync);
 		return;
