@@ -870,11 +870,18 @@ gq_rw_read(void *ctx, sq_data_t data, int error)
 	gq_rw_next(rw); /* until end of file */
 }
 
+/* The writer's side has its own context: the reader frees `rw` at end of
+ * file, which the writer's close causes (an order through the kernel). */
+struct gq_rw_writer {
+	struct gq_prog *p;
+	int fd;
+};
+
 static void
 gq_rw_written(void *ctx, sq_data_t unwritten, int error)
 {
-	struct gq_rw *rw = ctx;
-	struct gq_prog *p = rw->p;
+	struct gq_rw_writer *wr = ctx;
+	struct gq_prog *p = wr->p;
 	gq_progress(p);
 	atomic_fetch_add_explicit(&p->handler_calls, 1, memory_order_relaxed);
 	GQ_CHECK(p, error == 0, "sq_write: error %d (%s)", error,
@@ -882,8 +889,8 @@ gq_rw_written(void *ctx, sq_data_t unwritten, int error)
 	GQ_CHECK(p, unwritten == NULL || sq_data_get_size(unwritten) == 0,
 			"sq_write: %zu bytes unwritten", unwritten ?
 			sq_data_get_size(unwritten) : 0);
-	int fd = rw->fds[1];
-	close(fd); /* end of file for the reader; rw belongs to it */
+	close(wr->fd); /* end of file for the reader */
+	free(wr);
 	gq_done(p);
 }
 
@@ -903,8 +910,11 @@ op_read_write(struct gq_prog *p)
 	rw->seed = gq_mix(p->rng.s);
 	sq_data_t d = gq_data_make(rw->id, 0, rw->total);
 	gq_expect(p, 2);
-	sq_write_f(rw->fds[1], d, gq_q(p, gq_pick_queue(p, &p->rng, true),
-			&p->rng), rw, gq_rw_written);
+	struct gq_rw_writer *wr = malloc(sizeof(*wr));
+	wr->p = p;
+	wr->fd = rw->fds[1];
+	sq_write_f(wr->fd, d, gq_q(p, gq_pick_queue(p, &p->rng, true),
+			&p->rng), wr, gq_rw_written);
 	sq_release(d);
 	gq_rw_next(rw);
 }

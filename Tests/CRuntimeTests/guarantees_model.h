@@ -126,6 +126,20 @@ struct gq_prog {
 	atomic_ulong races;          /* drain-end races staged */
 };
 
+/* The driver adds queues while tasks pick among them: an entry is filled,
+ * then published (release); tasks read the count with acquire. */
+static inline int
+gq_nqueues(struct gq_prog *p)
+{
+	return __atomic_load_n(&p->nqueues, __ATOMIC_ACQUIRE);
+}
+
+static inline void
+gq_publish_queue(struct gq_prog *p)
+{
+	__atomic_store_n(&p->nqueues, p->nqueues + 1, __ATOMIC_RELEASE);
+}
+
 static inline void
 gq_progress(struct gq_prog *p)
 {

@@ -462,7 +462,7 @@ gq_item_notified(void *ctx)
 struct gq_world {
 	struct gq_group groups[3];
 	int ngroups;
-	struct gq_dsrc *dsrcs;
+	_Atomic(struct gq_dsrc *) dsrcs; /* tasks read it (merges) */
 	struct gq_timer *timers;
 	int inactive[4];         /* queues left inactive: activated at the end */
 	int ninactive;
@@ -480,7 +480,8 @@ gq_pick_inner(struct gq_prog *p, int qi, struct gq_rng *r)
 {
 	int cand[GQ_MAX_QUEUES], n = 0;
 	bool from_inner = qi >= 0 && p->queues[qi].inner;
-	for (int i = 0; i < p->nqueues; i++)
+	int nq = gq_nqueues(p);
+	for (int i = 0; i < nq; i++)
 		if (p->queues[i].inner && (!from_inner || i > qi))
 			cand[n++] = i;
 	return n ? cand[gq_rnd(r, (uint32_t)n)] : -1;
@@ -491,8 +492,9 @@ gq_pick_inner(struct gq_prog *p, int qi, struct gq_rng *r)
 static int
 gq_pick_queue(struct gq_prog *p, struct gq_rng *r, bool main_ok)
 {
+	int nq = gq_nqueues(p);
 	for (;;) {
-		int i = (int)gq_rnd(r, (uint32_t)p->nqueues + 1) - 1;
+		int i = (int)gq_rnd(r, (uint32_t)nq + 1) - 1;
 		if (i < 0 || p->queues[i].kind != GQ_MAIN || main_ok)
 			return i;
 	}
@@ -625,7 +627,7 @@ gq_nested(struct gq_task *t)
 		break;
 	}
 	case NEST_MERGE: {
-		struct gq_dsrc *d = gq_w.dsrcs;
+		struct gq_dsrc *d = atomic_load(&gq_w.dsrcs);
 		for (; d; d = d->next)
 			if (d->type != DS_REPLACE)
 				break;
@@ -636,7 +638,8 @@ gq_nested(struct gq_task *t)
 	}
 	case NEST_MAIN: {
 		int mi = -1;
-		for (int i = 0; i < p->nqueues; i++)
+		int nq = gq_nqueues(p);
+		for (int i = 0; i < nq; i++)
 			if (p->queues[i].kind == GQ_MAIN)
 				mi = i;
 		if (mi < 0)
@@ -1006,7 +1009,7 @@ op_inactive(struct gq_prog *p)
 	snprintf(q->label, sizeof(q->label), "inactive%d", qi);
 	q->q = sq_queue_create(q->label, conc ? SQ_QUEUE_CONCURRENT_INACTIVE
 			: SQ_QUEUE_SERIAL_INACTIVE);
-	p->nqueues++;
+	gq_publish_queue(p);
 	int n = 1 + (int)gq_rnd(&p->rng, 5);
 	for (int i = 0; i < n; i++) {
 		bool barrier = conc && gq_chance(&p->rng, 30);
@@ -1267,8 +1270,8 @@ op_data_source(struct gq_prog *p)
 		gq_dsrc_merge(d, 1 + gq_rnd(&p->rng, 5));
 	}
 	sq_activate(d->s);
-	d->next = gq_w.dsrcs;
-	gq_w.dsrcs = d;
+	d->next = atomic_load(&gq_w.dsrcs);
+	atomic_store(&gq_w.dsrcs, d); /* published whole */
 }
 
 /* Merges into the program's data sources from the driver, sometimes with
@@ -1277,7 +1280,7 @@ static void
 op_merge(struct gq_prog *p)
 {
 	unsigned long last_replace = 0;
-	for (struct gq_dsrc *d = gq_w.dsrcs; d; d = d->next) {
+	for (struct gq_dsrc *d = atomic_load(&gq_w.dsrcs); d; d = d->next) {
 		if (!gq_chance(&p->rng, 60))
 			continue;
 		if (gq_chance(&p->rng, 15) && atomic_load(&d->suspended) == 0) {
@@ -1331,7 +1334,7 @@ gq_setup(struct gq_prog *p)
 	int nreg = 1 + (int)gq_rnd(r, 5);
 	int ninner = 1 + (int)gq_rnd(r, 2);
 	bool main = gq_chance(r, 50);
-	p->nqueues = 0;
+	__atomic_store_n(&p->nqueues, 0, __ATOMIC_RELAXED);
 	for (int i = 0; i < nreg; i++) {
 		struct gq_queue *q = &p->queues[p->nqueues];
 		memset(q, 0, sizeof(*q));
@@ -1347,7 +1350,7 @@ gq_setup(struct gq_prog *p)
 				p->queues[q->parent].q);
 		GQ_TRACE("queue %s -> %s\n", q->label, q->parent < 0 ? "global"
 				: p->queues[q->parent].label);
-		p->nqueues++;
+		gq_publish_queue(p);
 	}
 	for (int i = 0; i < ninner; i++) {
 		struct gq_queue *q = &p->queues[p->nqueues];
@@ -1359,7 +1362,7 @@ gq_setup(struct gq_prog *p)
 		q->q = sq_queue_create_with_target(q->label, q->kind ==
 				GQ_SERIAL ? SQ_QUEUE_SERIAL : SQ_QUEUE_CONCURRENT,
 				gq_global(r));
-		p->nqueues++;
+		gq_publish_queue(p);
 	}
 	if (main) {
 		struct gq_queue *q = &p->queues[p->nqueues];
@@ -1368,7 +1371,7 @@ gq_setup(struct gq_prog *p)
 		q->parent = -1;
 		snprintf(q->label, sizeof(q->label), "main");
 		q->q = sq_get_main_queue();
-		p->nqueues++;
+		gq_publish_queue(p);
 	}
 }
 
@@ -1493,7 +1496,7 @@ gq_finish(struct gq_prog *p)
 		sq_activate(p->queues[gq_w.inactive[i]].q);
 	}
 	long sources = 0;
-	for (struct gq_dsrc *d = gq_w.dsrcs; d; d = d->next) {
+	for (struct gq_dsrc *d = atomic_load(&gq_w.dsrcs); d; d = d->next) {
 		sources++;
 		if (atomic_load(&d->suspended))
 			sq_resume(d->s);
@@ -1504,7 +1507,7 @@ gq_finish(struct gq_prog *p)
 	struct gq_until u = { p, sources };
 	if (!gq_wait(p, gq_outstanding_at_most, &u, "the program's work"))
 		return;
-	for (struct gq_dsrc *d = gq_w.dsrcs; d; d = d->next) {
+	for (struct gq_dsrc *d = atomic_load(&gq_w.dsrcs); d; d = d->next) {
 		if (!gq_wait(p, gq_dsrc_complete, d, "a data source's data"))
 			return;
 		sq_source_cancel(d->s);
@@ -1517,9 +1520,9 @@ gq_finish(struct gq_prog *p)
 	u.outstanding = 0;
 	if (!gq_wait(p, gq_outstanding_at_most, &u, "the cancel handlers"))
 		return;
-	while (gq_w.dsrcs) {
-		struct gq_dsrc *d = gq_w.dsrcs;
-		gq_w.dsrcs = d->next;
+	while (atomic_load(&gq_w.dsrcs)) {
+		struct gq_dsrc *d = atomic_load(&gq_w.dsrcs);
+		atomic_store(&gq_w.dsrcs, d->next);
 		sq_release(d->s);
 		free(d);
 	}
