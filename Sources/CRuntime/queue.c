@@ -353,12 +353,14 @@ _sq_queue_dispose(struct sq_object_s *object)
 /* ---- State machine ------------------------------------------------------ */
 
 /* cds_wfcq_empty without the library call: empty means the head has no
- * successor and the tail still points at the head. */
+ * successor and the tail still points at the head; and no job is stashed
+ * (taken by a drainer that then found the queue suspended). */
 static inline bool
 _sq_queue_is_empty(struct sq_queue_s *q)
 {
-	return __atomic_load_n(&q->head.node.next, __ATOMIC_SEQ_CST) == NULL &&
-			__atomic_load_n(&q->tail.p, __ATOMIC_SEQ_CST) ==
+	return __atomic_load_n(&q->stashed, __ATOMIC_SEQ_CST) == NULL &&
+			__atomic_load_n(&q->head.node.next, __ATOMIC_SEQ_CST) ==
+			NULL && __atomic_load_n(&q->tail.p, __ATOMIC_SEQ_CST) ==
 			&q->head.node;
 }
 
@@ -653,6 +655,49 @@ _sq_queue_pop(struct sq_queue_s *q)
 	}
 }
 
+static inline bool
+_sq_queue_stopped(struct sq_queue_s *q)
+{
+	return (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) &
+			(SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE)) != 0;
+}
+
+/*
+ * The next job for the queue's drainer: NULL when the queue is empty or
+ * stopped (suspended, inactive). The state is read before the job is taken
+ * and again after: a job appended after sq_suspend returned is seen only
+ * with the suspend (the acquire fence after reading its link pairs with the
+ * submitter's release of the link, which follows its suspend), so a
+ * drainer that read the state just before the suspend does not run it: it
+ * stashes it, first in line for the next drain, which starts once the
+ * queue is resumed. Without the second look, 1 task in 250 submitted right
+ * after a suspend to a queue being drained ran before the resume.
+ */
+static struct sq_job_s *
+_sq_queue_next(struct sq_queue_s *q)
+{
+	if (_sq_queue_stopped(q))
+		return NULL;
+	/* Relaxed: the stash is ours (only the drainer writes it). */
+	struct sq_job_s *job = __atomic_load_n(&q->stashed, __ATOMIC_RELAXED);
+	if (job != NULL) {
+		__atomic_store_n(&q->stashed, NULL, __ATOMIC_RELAXED);
+		return job;
+	}
+	job = _sq_queue_pop(q);
+	if (job == NULL)
+		return NULL;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	SQ_CHAOS_POINT();
+	if (_sq_queue_stopped(q)) {
+		/* Seq-cst, before the drainer clears ENQUEUED (seq-cst):
+		 * whoever sees the queue given up sees the stash. */
+		__atomic_store_n(&q->stashed, job, __ATOMIC_SEQ_CST);
+		return NULL;
+	}
+	return job;
+}
+
 size_t
 _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 {
@@ -661,10 +706,7 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 
 	_sq_frame_push(&frame, q, true);
 	for (;;) {
-		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
-		if (s & (SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE))
-			break;
-		struct sq_job_s *job = _sq_queue_pop(q);
+		struct sq_job_s *job = _sq_queue_next(q);
 		if (job == NULL)
 			break;
 		_sq_job_run(job);
@@ -709,7 +751,7 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 		struct sq_cont_s *c = __atomic_load_n(&q->pending_barrier,
 				__ATOMIC_SEQ_CST);
 		if (c == NULL) {
-			struct sq_job_s *job = _sq_queue_pop(q);
+			struct sq_job_s *job = _sq_queue_next(q);
 			if (job == NULL)
 				break;
 			if (job->kind == SQ_JOB_QUEUE) {
@@ -904,7 +946,9 @@ _sq_sync_check_deadlock(const char *call, struct sq_queue_s *q, bool barrier)
 static bool
 _sq_serial_try_take(struct sq_queue_s *q)
 {
-	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_RELAXED);
+	/* Acquire: a drainer's stash is written before it gives the queue
+	 * up; seeing the queue given up, the look below sees the stash. */
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
 	if (s & (SQ_STATE_ENQUEUED | SQ_STATE_INACTIVE | SQ_STATE_SUSPEND_MASK))
 		return false;
 	if (!_sq_queue_is_empty(q))

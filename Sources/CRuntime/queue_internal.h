@@ -93,6 +93,12 @@ struct sq_queue_s {
 	sq_spinlock_t specific_lock;
 	struct sq_specific_s *specifics;
 
+	/* A job the drainer took and found it must not run yet (the queue was
+	 * suspended in between): first in line for the next drain. Written
+	 * only by the drainer; read by anyone who asks whether the queue is
+	 * empty. */
+	struct sq_job_s *stashed;
+
 	/* The tasks: MPSC, consumed only by the queue's one drainer. Head
 	 * and tail on separate cache lines. */
 	_Alignas(SQ_CACHELINE) struct __cds_wfcq_head head;

@@ -966,6 +966,54 @@ gq_resume(struct gq_queue *q)
 	sq_resume(q->q);
 }
 
+/* Suspend races: 16-48 rounds on one queue of a few short tasks, a short
+ * spin, a suspend and a task that must wait for the resume that follows:
+ * the suspend falls anywhere in the drain of the short tasks. */
+static void
+op_suspend_race(struct gq_prog *p)
+{
+	int qi = (int)gq_rnd(&p->rng, (uint32_t)p->nqueues);
+	struct gq_queue *q = &p->queues[qi];
+	if (!q->suspendable || q->suspended > 0 || !gq_runnable(p, qi))
+		return;
+	gq_settle(p);
+	int rounds = 16 + (int)gq_rnd(&p->rng, 33);
+	for (int r = 0; r < rounds; r++) {
+		int n = 1 + (int)gq_rnd(&p->rng, 8);
+		for (int i = 0; i < n; i++) {
+			struct gq_task *t = gq_driver_task(p, qi, "async before "
+					"a suspend", false);
+			t->nest = NEST_NONE;
+			t->spin = gq_rnd(&p->rng, 300);
+			gq_expect(p, 1);
+			sq_async_f(q->q, t, gq_task_fn);
+		}
+		/* made first: the suspend and the submission go out back to
+		 * back */
+		struct gq_task *t = gq_driver_task(p, qi, "async after a suspend",
+				false);
+		atomic_int done;
+		atomic_init(&done, 0);
+		t->nest = NEST_NONE;
+		t->spin = 0;
+		t->done_flag = &done;
+		gq_expect(p, 1);
+		t->st.resume_epoch = q->suspend_epoch + 1; /* the one below */
+		unsigned spin = gq_rnd(&p->rng, 3000);
+		gq_spin(spin);
+		sq_suspend(q->q);
+		sq_async_f(q->q, t, gq_task_fn);
+		q->suspended++;
+		q->suspend_epoch++;
+		gq_spin(2000);
+		gq_resume(q);
+		atomic_fetch_add_explicit(&p->races, 1, memory_order_relaxed);
+		/* the next round starts on an idle queue */
+		if (!gq_wait_signal(p, &done))
+			return;
+	}
+}
+
 static void
 op_resume(struct gq_prog *p)
 {
@@ -1377,6 +1425,7 @@ gq_setup(struct gq_prog *p)
 
 enum {
 	OP_ASYNC, OP_SYNC, OP_TAIL_RACE, OP_APPLY, OP_SUSPEND, OP_RESUME,
+	OP_SUSPEND_RACE,
 	OP_INACTIVE, OP_GROUP, OP_WORKITEM, OP_AFTER, OP_TIMER, OP_DATA_SOURCE,
 	OP_MERGE, OP_PIPE, OP_FILE_READ, OP_CHANNEL_RACE, OP_FILE_WRITE,
 	OP_READ_WRITE, OP_MAIN, OP_COUNT,
@@ -1384,7 +1433,8 @@ enum {
 
 static const unsigned gq_weights[OP_COUNT] = {
 	[OP_ASYNC] = 20, [OP_SYNC] = 10, [OP_TAIL_RACE] = 14, [OP_APPLY] = 3,
-	[OP_SUSPEND] = 3, [OP_RESUME] = 4, [OP_INACTIVE] = 2, [OP_GROUP] = 5,
+	[OP_SUSPEND] = 3, [OP_RESUME] = 4, [OP_SUSPEND_RACE] = 3,
+	[OP_INACTIVE] = 2, [OP_GROUP] = 5,
 	[OP_WORKITEM] = 6, [OP_AFTER] = 4, [OP_TIMER] = 1,
 	[OP_DATA_SOURCE] = 1, [OP_MERGE] = 4, [OP_PIPE] = 3,
 	[OP_FILE_READ] = 5, [OP_CHANNEL_RACE] = 3, [OP_FILE_WRITE] = 2, [OP_READ_WRITE] = 2,
@@ -1393,6 +1443,7 @@ static const unsigned gq_weights[OP_COUNT] = {
 
 static const char *const gq_op_names[OP_COUNT] = {
 	"async", "sync", "drain-end race", "apply", "suspend", "resume",
+	"suspend race",
 	"inactive queue", "group", "work item", "after", "timer",
 	"data source", "merge", "pipe", "file reads", "channel race",
 	"file writes",
@@ -1440,6 +1491,7 @@ gq_op(struct gq_prog *p)
 	case OP_APPLY: op_apply(p); break;
 	case OP_SUSPEND: op_suspend(p); break;
 	case OP_RESUME: op_resume(p); break;
+	case OP_SUSPEND_RACE: op_suspend_race(p); break;
 	case OP_INACTIVE: op_inactive(p); break;
 	case OP_GROUP: op_group(p); break;
 	case OP_WORKITEM: op_workitem(p); break;

@@ -11,6 +11,8 @@
  */
 #include "queue_helpers.h"
 
+#include <sched.h>
+
 #define WAIT_MS 10000 /* "it never happened": far beyond any correct run */
 
 /* ---- AT-DQ-06: FIFO, one at a time ---------------------------------------- */
@@ -630,6 +632,70 @@ test_fifo_against_drain_end(void)
 	sq_release(q);
 }
 
+/* ---- Suspension against a drain --------------------------------------------
+ *
+ * A task submitted after sq_suspend returned must not start before the
+ * resume, even when the queue's drainer is between its look at the state
+ * and its next job: a few short tasks, a spin of random length (so the
+ * suspend falls anywhere in their drain), the suspend, task T, the resume.
+ */
+
+struct suspend_race {
+	atomic_int resumed;
+	atomic_int early;
+	atomic_int ran;
+};
+
+static void
+suspend_race_short(void *arg)
+{
+	for (volatile int i = 0; i < (int)(intptr_t)arg; i++) {
+	}
+}
+
+static void
+suspend_race_t(void *arg)
+{
+	struct suspend_race *r = arg;
+	if (!atomic_load(&r->resumed))
+		atomic_fetch_add(&r->early, 1);
+	atomic_fetch_add(&r->ran, 1);
+}
+
+static void
+test_suspension_against_drain(void)
+{
+	static struct suspend_race r;
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	int rounds = SQT_SCALE(20000, 2000);
+	sq_queue_t q = sq_queue_create("com.example.suspend.race", NULL);
+	for (int i = 0; i < rounds; i++) {
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		int n = 1 + (int)(rng % 8);
+		for (int k = 0; k < n; k++)
+			sq_async_f(q, (void *)(intptr_t)((rng >> (8 + k)) % 300),
+					suspend_race_short);
+		for (volatile unsigned k = 0; k < (rng >> 20) % 3000; k++) {
+		}
+		atomic_store(&r.resumed, 0);
+		sq_suspend(q);
+		sq_async_f(q, &r, suspend_race_t);
+		for (volatile int k = 0; k < 2000; k++) {
+		}
+		atomic_store(&r.resumed, 1);
+		sq_resume(q);
+		/* spinning: a worker that parks between rounds would start
+		 * every drain from a wake-up */
+		for (unsigned spins = 0; atomic_load(&r.ran) <= i; spins++)
+			if (spins > 100000)
+				sched_yield();
+	}
+	CHECK_EQ(atomic_load(&r.early), 0);
+	sq_release(q);
+}
+
 /* ---- AT-DQ-15: completion callback (average_async, Listing 3-4) ----------- */
 
 static char callback_key;
@@ -1223,6 +1289,7 @@ main(void)
 	test_fifo_against_drain_end();
 	test_completion_callback();
 	test_suspension();
+	test_suspension_against_drain();
 	test_initially_inactive();
 	test_current_queue();
 	test_nested_async();
