@@ -40,7 +40,9 @@
  * turns after its signal, so A falls anywhere in the drainer's last steps;
  * the driver first waits for the program to be quiet, and races a few
  * times in a row. The channel races do the same with an I/O barrier that
- * signals from the channel's queue, then a read and the release.
+ * signals from the channel's queue, then a read and the release; suspend
+ * races suspend a queue while it drains a few short tasks and submit a task
+ * that must wait for the resume.
  *
  * Running it. With no arguments, one child process per pool width
  * (SQ_WORKERS = 1, 2, 3, 4, 8, 16, or SQT_GUARANTEE_WIDTHS) with the
