@@ -117,8 +117,7 @@ struct gq_prog {
 	atomic_long outstanding;
 	atomic_ulong progress;
 	atomic_int failures;
-	atomic_int fail_lock;
-	char failure[1024];
+	char failure[1024];      /* the first failure's text */
 	/* counters for the summary */
 	atomic_ulong tasks_run;
 	atomic_ulong handler_calls;
@@ -172,7 +171,6 @@ gq_fail(struct gq_prog *p, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(p->failure, sizeof(p->failure), fmt, ap);
 	va_end(ap);
-	atomic_store(&p->fail_lock, 1); /* the text is complete */
 }
 
 #define GQ_CHECK(p, cond, ...)                                                 \
@@ -204,8 +202,9 @@ gq_stream_new(struct gq_prog *p)
 
 /* ---- Exclusion --------------------------------------------------------------- */
 
-/* Takes the holds of a task of queue `qi` (exclusive on it if `excl`);
- * false, with the violation recorded, if one conflicts. */
+/* Takes the holds of a task of queue `qi` (exclusive on it if `excl`),
+ * recording a violation if one conflicts (the holds are taken anyway:
+ * gq_leave gives them back). */
 static bool
 gq_enter(struct gq_prog *p, int qi, bool excl, const char *what)
 {

@@ -154,7 +154,6 @@ struct gq_task {
 	                          * start (a task queued just before) */
 	struct gq_group *group;  /* a member: counted done at the end */
 	sq_group_t leave;        /* entered for it: left at the end */
-	struct gq_dsrc *merge;
 	bool keep;               /* freed by someone else (work items) */
 	bool expected;           /* one of `outstanding` */
 };
@@ -208,12 +207,11 @@ gq_task_fn(void *ctx)
 	}
 	bool excl = gq_exclusive(p, t->qi, t->st.barrier);
 	gq_order_start(p, t->qi, &t->st, t->what);
-	bool held = gq_enter(p, t->qi, excl, t->what);
+	gq_enter(p, t->qi, excl, t->what);
 	gq_spin(t->spin);
 	if (t->nest != NEST_NONE)
 		gq_nested(t);
-	if (held)
-		gq_leave(p, t->qi, excl);
+	gq_leave(p, t->qi, excl);
 	gq_order_end(p, t->qi, &t->st);
 	atomic_fetch_add_explicit(&p->tasks_run, 1, memory_order_relaxed);
 	struct gq_group *g = t->group;
@@ -530,10 +528,9 @@ gq_apply_iter(void *ctx, size_t i)
 				"iteration started before the task queued just "
 				"before the apply had finished", gq_label(p, t->qi));
 	bool excl = gq_exclusive(p, t->qi, false);
-	bool held = gq_enter(p, t->qi, excl, "apply iteration");
+	gq_enter(p, t->qi, excl, "apply iteration");
 	gq_spin(t->spin);
-	if (held)
-		gq_leave(p, t->qi, excl);
+	gq_leave(p, t->qi, excl);
 }
 
 /* apply(n) on `qi` with a holder task; checks every index ran once. */
