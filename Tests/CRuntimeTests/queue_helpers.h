@@ -13,6 +13,7 @@
 #include "sqtest.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -301,8 +302,11 @@ sqt_tail_race(int rounds, sq_queue_t xq, sq_queue_t aq, bool a_barrier,
 		atomic_init(&r.x_ran, 0);
 		atomic_init(&r.a_done, 0);
 		sq_async_f(xq, &r, sqt_tail_x);
-		while (!atomic_load(&r.x_ran)) {
-		}
+		/* spinning, to act at once; yielding after a while, so that a
+		 * loaded machine still runs X */
+		for (unsigned spins = 0; !atomic_load(&r.x_ran); spins++)
+			if (spins > 20000)
+				sched_yield();
 		if (a_barrier)
 			sq_barrier_async_f(aq, &r, sqt_tail_a);
 		else

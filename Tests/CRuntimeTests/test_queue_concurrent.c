@@ -525,7 +525,7 @@ test_producer_consumer_concurrent(void)
  * targets a serial one, which runs its tasks one at a time in order.
  */
 
-#define TAIL_ROUNDS SQT_SCALE(20000, 2000)
+#define TAIL_ROUNDS SQT_SCALE(10000, 1000)
 
 static void
 tail_barrier_sync_b(void *ctx, struct sqt_tail_race *r)

@@ -667,7 +667,7 @@ test_suspension_against_drain(void)
 {
 	static struct suspend_race r;
 	uint64_t rng = 0x9e3779b97f4a7c15ull;
-	int rounds = SQT_SCALE(20000, 2000);
+	int rounds = SQT_SCALE(10000, 1000);
 	sq_queue_t q = sq_queue_create("com.example.suspend.race", NULL);
 	for (int i = 0; i < rounds; i++) {
 		rng ^= rng << 13;
