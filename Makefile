@@ -4,11 +4,13 @@
 #   make test        set up and run every test (C tests, again at SQ_WORKERS=8, a short
 #                    chaos pass, C install check, swift test in both executor modes,
 #                    documentation snippets)
-#   make test-chaos  the pool's width matrix in a chaos build (-DSQ_CHAOS: random
-#                    yields and sleeps inside the wake-up protocol)
-#   make test-tsan   the same under ThreadSanitizer
+#   make test-chaos  the pool's width matrix and the guarantee checker in a chaos
+#                    build (-DSQ_CHAOS: random yields and sleeps inside the protocols)
+#   make test-tsan   the C suite under ThreadSanitizer (and swift test)
 #   make test-asan   the same under AddressSanitizer (+ UndefinedBehaviorSanitizer for C;
 #                    swiftc has no UBSan)
+#   make test-soak   the guarantee checker for SOAK_SECONDS (default 600), every width
+#   make test-guarantees-dispatch  the guarantee checker on the toolchain's libdispatch
 #   make bench       head-to-head benchmarks against the toolchain's libdispatch
 #   make trace-demo  records a trace of Examples/c/pipeline.c into build/ (open it in
 #                    Perfetto UI; docs/OBSERVABILITY.md)
@@ -69,7 +71,7 @@ BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
 
 .PHONY: all deps lib pc test test-c test-c-wide test-chaos test-chaos-short \
         test-install test-swift test-swift-executor test-snippets test-tsan test-asan \
-        release-checks \
+        release-checks test-soak test-guarantees-dispatch \
         bench bench-trace-cost trace-cost trace-demo notrace-lib demo install \
         uninstall clean
 
@@ -134,11 +136,13 @@ uninstall:
 
 # ---- tests -----------------------------------------------------------------
 
-$(BUILD)/tests/%: Tests/CRuntimeTests/%.c Tests/CRuntimeTests/sqtest.h $(STATIC)
+TEST_HEADERS := $(wildcard Tests/CRuntimeTests/*.h)
+
+$(BUILD)/tests/%: Tests/CRuntimeTests/%.c $(TEST_HEADERS) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -ITests/CRuntimeTests -o $@ $< $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS)
 
-$(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c Tests/CRuntimeTests/sqtest.h $(STATIC)
+$(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c $(TEST_HEADERS) $(STATIC)
 	@mkdir -p $(dir $@)
 	$(BLOCKS_CC) -fblocks $(filter-out -Wformat=2,$(CFLAGS_ALL)) -ITests/CRuntimeTests -o $@ $< \
 	  $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS) -L$(BLOCKS_LIBDIR) -lBlocksRuntime \
@@ -152,21 +156,30 @@ test-c: lib $(TEST_BINS) $(BLOCKS_TESTS)
 	@sh Tests/CRuntimeTests/run.sh $(TEST_BINS) $(BLOCKS_TESTS)
 
 # The C suite again with a pool of 8 workers, standing in for a bigger
-# machine (the width matrix runs every width itself).
+# machine (the width matrix and the guarantee checker run every width
+# themselves).
 test-c-wide: lib $(TEST_BINS) $(BLOCKS_TESTS)
 	@echo "C suite with SQ_WORKERS=8:"
 	@SQ_WORKERS=8 sh Tests/CRuntimeTests/run.sh \
-	  $(filter-out %/test_pool_matrix,$(TEST_BINS)) $(BLOCKS_TESTS)
+	  $(filter-out %/test_pool_matrix %/test_guarantees,$(TEST_BINS)) $(BLOCKS_TESTS)
 
-# The pool's width matrix in a chaos build; test-chaos-short is CI's pass.
-CHAOS_TESTS := test_pool_matrix test_queue_wakeups test_queue_stress
+# The pool's width matrix and the guarantee checker in a chaos build;
+# test-chaos-short is CI's pass.
+CHAOS_TESTS := test_pool_matrix test_queue_wakeups test_queue_stress test_guarantees
 test-chaos: deps
 	$(MAKE) --no-print-directory BUILD=build-chaos CHAOS=1 \
 	  $(addprefix build-chaos/tests/,$(CHAOS_TESTS))
 	@sh Tests/CRuntimeTests/run.sh $(addprefix build-chaos/tests/,$(CHAOS_TESTS))
 
 test-chaos-short: deps
-	@SQT_MATRIX_SCALE=20 $(MAKE) --no-print-directory test-chaos
+	@SQT_MATRIX_SCALE=20 SQT_SECONDS=2 $(MAKE) --no-print-directory test-chaos
+
+# The guarantee checker's long form: SOAK_SECONDS of random programs,
+# every width in turn, fresh seeds each round (a chaos soak:
+# make test-soak BUILD=build-chaos CHAOS=1).
+SOAK_SECONDS ?= 600
+test-soak: lib $(BUILD)/tests/test_guarantees
+	SOAK_SECONDS=$(SOAK_SECONDS) $(BUILD)/tests/test_guarantees
 
 # The C story end to end: install into a temporary prefix, build a program
 # with that prefix's pkg-config file, run it.
@@ -202,6 +215,18 @@ test-swift-executor: deps release-checks
 # package under $(BUILD)/snippets that depends on this one by path.
 test-snippets: deps
 	SWIFT="$(SWIFT)" CC="$(CC)" BLOCKS_CC="$(BLOCKS_CC)" sh scripts/check-snippets.sh $(BUILD)
+
+# The guarantee checker on the toolchain's libdispatch, the reference: the
+# same programs and checks through a thin layer mapping sq_* onto
+# dispatch_* (Tests/CRuntimeTests/guarantees_dispatch.h).
+DISPATCH_INC ?= $(SWIFT_BIN_DIR)/../lib/swift
+test-guarantees-dispatch:
+	@mkdir -p $(BUILD)/tests
+	$(BLOCKS_CC) -fblocks -DGQ_DISPATCH -std=gnu11 -O2 -g -pthread \
+	  $(filter-out -Wformat=2,$(WARNINGS)) -I$(DISPATCH_INC) -ITests/CRuntimeTests \
+	  -o $(BUILD)/tests/test_guarantees_dispatch Tests/CRuntimeTests/test_guarantees.c \
+	  -L$(BLOCKS_LIBDIR) -ldispatch -lBlocksRuntime -Wl,-rpath,$(BLOCKS_LIBDIR)
+	$(BUILD)/tests/test_guarantees_dispatch
 
 test-tsan: deps
 	$(MAKE) --no-print-directory test-c BUILD=build-tsan SANITIZE=thread OPT=-O1

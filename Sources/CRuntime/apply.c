@@ -7,6 +7,14 @@
  * so apply never waits for a free worker. The shared state lives on the
  * heap with a reference per participant, because a helper may start after
  * the caller has already returned.
+ *
+ * The iterations are the queue's work. On a serial queue (or one with a
+ * serial queue up its chain) they run one after the other as one sync
+ * task. On a concurrent queue they run inside one sync task too, which
+ * the caller holds until the last iteration is done: so they start after a
+ * barrier queued before the apply, a barrier queued during it waits for
+ * them, and a suspended queue holds them back (libdispatch's apply also
+ * runs as a sync on any queue but a global one).
  */
 #include "queue_internal.h"
 
@@ -84,29 +92,11 @@ _sq_apply_serial(void *ctx)
 SQ_INTERNAL void _sq_sync_for_apply(struct sq_queue_s *q, void *ctx,
 		sq_function_t func);
 
-void
-sq_apply_f(size_t iterations, sq_queue_t queue, void *ctx,
+/* The iterations shared out on `queue`'s workers (and this thread). */
+static void
+_sq_apply_parallel(size_t iterations, struct sq_queue_s *queue, void *ctx,
 		sq_apply_function_t function)
 {
-	_SQ_REQUIRE_FUNCTION("sq_apply_f", function);
-	if (queue == SQ_APPLY_AUTO)
-		queue = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
-	_sq_object_validate("sq_apply_f", queue);
-	if (iterations == 0)
-		return;
-
-	/* A serial queue anywhere up the chain serialises the iterations:
-	 * run them as one sync task (with its deadlock detection). */
-	for (struct sq_queue_s *x = queue; !_sq_queue_is_root(x);
-			x = __atomic_load_n(&x->obj.target, __ATOMIC_ACQUIRE)) {
-		if (_sq_queue_is_serial(x)) {
-			struct sq_apply_serial_s s = { iterations, function,
-					ctx };
-			_sq_sync_for_apply(queue, &s, _sq_apply_serial);
-			return;
-		}
-	}
-
 	int width = _sq_pool_width();
 	/* Nested inside another apply, or too small to share: run here. */
 	if (_sq_apply_depth > 0 || iterations == 1 || width == 1) {
@@ -147,4 +137,62 @@ sq_apply_f(size_t iterations, sq_queue_t queue, void *ctx,
 	while (__atomic_load_n(&a->finished, __ATOMIC_ACQUIRE) == 0)
 		_sq_futex_wait(&a->finished, 0, NULL);
 	_sq_apply_release(a);
+}
+
+struct sq_apply_call_s {
+	size_t iterations;
+	struct sq_queue_s *queue;
+	void *ctx;
+	sq_apply_function_t function;
+};
+
+/* Whether the calling thread runs work of `q` (a frame for it). */
+static bool
+_sq_apply_holds(struct sq_queue_s *q)
+{
+	for (struct sq_frame_s *f = _sq_current_frame; f; f = f->prev)
+		if (f->queue == q)
+			return true;
+	return false;
+}
+
+/* The sync task of an apply on a concurrent queue. */
+static void
+_sq_apply_in_sync(void *arg)
+{
+	struct sq_apply_call_s *c = arg;
+	_sq_apply_parallel(c->iterations, c->queue, c->ctx, c->function);
+}
+
+void
+sq_apply_f(size_t iterations, sq_queue_t queue, void *ctx,
+		sq_apply_function_t function)
+{
+	_SQ_REQUIRE_FUNCTION("sq_apply_f", function);
+	if (queue == SQ_APPLY_AUTO)
+		queue = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	_sq_object_validate("sq_apply_f", queue);
+	if (iterations == 0)
+		return;
+
+	/* A serial queue anywhere up the chain serialises the iterations:
+	 * run them as one sync task (with its deadlock detection). */
+	for (struct sq_queue_s *x = queue; !_sq_queue_is_root(x);
+			x = __atomic_load_n(&x->obj.target, __ATOMIC_ACQUIRE)) {
+		if (_sq_queue_is_serial(x)) {
+			struct sq_apply_serial_s s = { iterations, function,
+					ctx };
+			_sq_sync_for_apply(queue, &s, _sq_apply_serial);
+			return;
+		}
+	}
+	/* A concurrent queue: one sync task holds it for every iteration
+	 * (unless this thread runs its work already: an apply nested in one
+	 * of its iterations or tasks). */
+	if (!_sq_queue_is_root(queue) && !_sq_apply_holds(queue)) {
+		struct sq_apply_call_s c = { iterations, queue, ctx, function };
+		_sq_sync_for_apply(queue, &c, _sq_apply_in_sync);
+		return;
+	}
+	_sq_apply_parallel(iterations, queue, ctx, function);
 }

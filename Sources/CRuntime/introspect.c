@@ -286,7 +286,8 @@ _sq_queue_has_queued(struct sq_queue_s *q)
 	if (q->type == SQ_QUEUE_TYPE_CONCURRENT && __atomic_load_n(
 			&q->pending_barrier, __ATOMIC_RELAXED) != NULL)
 		return true;
-	return __atomic_load_n(&q->head.node.next, __ATOMIC_ACQUIRE) != NULL ||
+	return __atomic_load_n(&q->stashed, __ATOMIC_RELAXED) != NULL ||
+			__atomic_load_n(&q->head.node.next, __ATOMIC_ACQUIRE) != NULL ||
 			__atomic_load_n(&q->tail.p, __ATOMIC_ACQUIRE) !=
 			&q->head.node;
 }
@@ -376,6 +377,10 @@ _sq_queue_walk(struct sq_queue_s *q, bool *capped)
 		node = __atomic_load_n(&node->next, __ATOMIC_ACQUIRE);
 	}
 	*capped = node != NULL;
+	/* A job the drainer took as the queue was suspended, first in line
+	 * for the next drain (queue.c, _sq_queue_next). */
+	if (__atomic_load_n(&q->stashed, __ATOMIC_ACQUIRE) != NULL)
+		n++;
 	if (q->type == SQ_QUEUE_TYPE_CONCURRENT && __atomic_load_n(
 			&q->pending_barrier, __ATOMIC_SEQ_CST) != NULL)
 		n++; /* the barrier held back until the running tasks end */

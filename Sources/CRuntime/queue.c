@@ -358,12 +358,14 @@ _sq_queue_dispose(struct sq_object_s *object)
 /* ---- State machine ------------------------------------------------------ */
 
 /* cds_wfcq_empty without the library call: empty means the head has no
- * successor and the tail still points at the head. */
+ * successor and the tail still points at the head; and no job is stashed
+ * (taken by a drainer that then found the queue suspended). */
 static inline bool
 _sq_queue_is_empty(struct sq_queue_s *q)
 {
-	return __atomic_load_n(&q->head.node.next, __ATOMIC_SEQ_CST) == NULL &&
-			__atomic_load_n(&q->tail.p, __ATOMIC_SEQ_CST) ==
+	return __atomic_load_n(&q->stashed, __ATOMIC_SEQ_CST) == NULL &&
+			__atomic_load_n(&q->head.node.next, __ATOMIC_SEQ_CST) ==
+			NULL && __atomic_load_n(&q->tail.p, __ATOMIC_SEQ_CST) ==
 			&q->head.node;
 }
 
@@ -706,6 +708,47 @@ _sq_queue_pop(struct sq_queue_s *q)
 	}
 }
 
+static inline bool
+_sq_queue_stopped(struct sq_queue_s *q)
+{
+	return (__atomic_load_n(&q->state, __ATOMIC_ACQUIRE) &
+			(SQ_STATE_SUSPEND_MASK | SQ_STATE_INACTIVE)) != 0;
+}
+
+/*
+ * The next job for the queue's drainer: NULL when the queue is empty or
+ * stopped (suspended, inactive). The caller has read the state before
+ * (_sq_drain_may_pop); it is read again after the job is taken: a job appended after sq_suspend returned is seen only
+ * with the suspend (the acquire fence after reading its link pairs with the
+ * submitter's release of the link, which follows its suspend), so a
+ * drainer that read the state just before the suspend does not run it: it
+ * stashes it, first in line for the next drain, which starts once the
+ * queue is resumed. Without the second look, 1 task in 250 submitted right
+ * after a suspend to a queue being drained ran before the resume.
+ */
+static struct sq_job_s *
+_sq_queue_next(struct sq_queue_s *q)
+{
+	/* Relaxed: the stash is ours (only the drainer writes it). */
+	struct sq_job_s *job = __atomic_load_n(&q->stashed, __ATOMIC_RELAXED);
+	if (job != NULL) {
+		__atomic_store_n(&q->stashed, NULL, __ATOMIC_RELAXED);
+		return job;
+	}
+	job = _sq_queue_pop(q);
+	if (job == NULL)
+		return NULL;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	SQ_CHAOS_POINT();
+	if (_sq_queue_stopped(q)) {
+		/* Seq-cst, before the drainer clears ENQUEUED (seq-cst):
+		 * whoever sees the queue given up sees the stash. */
+		__atomic_store_n(&q->stashed, job, __ATOMIC_SEQ_CST);
+		return NULL;
+	}
+	return job;
+}
+
 size_t
 _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 {
@@ -718,7 +761,7 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 	for (;;) {
 		if (!_sq_drain_may_pop(q))
 			break;
-		struct sq_job_s *job = _sq_queue_pop(q);
+		struct sq_job_s *job = _sq_queue_next(q);
 		if (job == NULL)
 			break;
 		_sq_drain_phase(q, SQ_DRAIN_TASK);
@@ -769,7 +812,7 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 		struct sq_cont_s *c = __atomic_load_n(&q->pending_barrier,
 				__ATOMIC_SEQ_CST);
 		if (c == NULL) {
-			struct sq_job_s *job = _sq_queue_pop(q);
+			struct sq_job_s *job = _sq_queue_next(q);
 			if (job == NULL)
 				break;
 			_sq_drain_pops(q, ++pops);
@@ -939,14 +982,23 @@ _sq_frame_find(struct sq_queue_s *q)
 	return NULL;
 }
 
+/*
+ * A sync onto a queue the thread runs is a deadlock. The main thread runs
+ * the main queue in every sense, inside main-queue work or not (as in
+ * libdispatch, and as the assertions see it): only it drains the main
+ * queue, so it could never wait there for work queued ahead of its own;
+ * running its work at once would overtake that work.
+ */
 static void
 _sq_sync_check_deadlock(const char *call, struct sq_queue_s *q, bool barrier)
 {
 	for (struct sq_queue_s *x = q; !_sq_queue_is_root(x);
 			x = _sq_queue_target(x)) {
 		struct sq_frame_s *f = _sq_frame_find(x);
-		if (f != NULL && (f->exclusive || _sq_queue_is_serial(x) ||
-				(barrier && x == q))) {
+		if ((f != NULL && (f->exclusive || _sq_queue_is_serial(x) ||
+				(barrier && x == q))) ||
+				(x->type == SQ_QUEUE_TYPE_MAIN &&
+				_sq_is_main_thread())) {
 			_sq_client_crash(call, "deadlock: queue '%s' is already "
 					"running on this thread",
 					_sq_object_label(x));
@@ -970,7 +1022,9 @@ _sq_sync_check_deadlock(const char *call, struct sq_queue_s *q, bool barrier)
 static bool
 _sq_serial_try_take(struct sq_queue_s *q)
 {
-	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_RELAXED);
+	/* Acquire: a drainer's stash is written before it gives the queue
+	 * up; seeing the queue given up, the look below sees the stash. */
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_ACQUIRE);
 	if (s & (SQ_STATE_ENQUEUED | SQ_STATE_INACTIVE | SQ_STATE_SUSPEND_MASK))
 		return false;
 	if (!_sq_queue_is_empty(q))
@@ -1062,10 +1116,10 @@ _sq_sync_try_take(struct sq_queue_s *q, bool barrier,
 			x = _sq_queue_target(x)) {
 		bool ok;
 		as_barrier[n] = false;
-		if (n == SQ_MAX_TARGET_DEPTH) {
+		if (n == SQ_MAX_TARGET_DEPTH || x->type == SQ_QUEUE_TYPE_MAIN) {
+			/* the main queue: only the main thread drains it (a
+			 * sync from there is a deadlock, reported before) */
 			ok = false;
-		} else if (x->type == SQ_QUEUE_TYPE_MAIN) {
-			ok = _sq_is_main_thread() && _sq_serial_try_take(x);
 		} else if (x->type == SQ_QUEUE_TYPE_SERIAL) {
 			ok = _sq_serial_try_take(x);
 		} else if (barrier && x == q) {

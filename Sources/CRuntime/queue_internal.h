@@ -105,6 +105,11 @@ struct sq_queue_s {
 	uint32_t look_count;
 	bool look_reported;  /* the watchdog reported this wait */
 	uint64_t look_since;
+	/* A job the drainer took and found it must not run yet (the queue was
+	 * suspended in between): first in line for the next drain. Written
+	 * only by the drainer; read by anyone who asks whether the queue is
+	 * empty. */
+	struct sq_job_s *stashed;
 
 	/* The tasks: MPSC, consumed only by the queue's one drainer. Head
 	 * and tail on separate cache lines. */

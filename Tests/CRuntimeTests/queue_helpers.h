@@ -13,6 +13,7 @@
 #include "sqtest.h"
 
 #include <dirent.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -240,6 +241,82 @@ handshake_b(void *arg)
 	if (sqt_sem_wait_ms(&h->a_to_b, 5000))
 		atomic_fetch_add(&h->ok, 1);
 	sem_post(&h->done);
+}
+
+/*
+ * The tail of a drain, raced: a short task X raises `x_ran` and spins a
+ * few hundred loop turns before it returns; the submitting thread waits
+ * for the flag, then submits task A and runs B with a synchronous call
+ * (the caller's `run_b`). Whatever the spin, A is queued at some point of
+ * the end of X's drain: while the drainer still runs X, between its last
+ * look at the queue and its giving the queue up, or after. B must start
+ * only once A has finished, since A was queued first on the same thread.
+ * A random spin of 0-400 turns lands A between the drainer's last look
+ * and its giving up the queue in about 1% of the rounds, the window in
+ * which a caller that takes an idle queue without looking at its jobs
+ * overtakes them. Returns the rounds in which B started before A was
+ * done.
+ */
+struct sqt_tail_race {
+	unsigned tail_spins;
+	atomic_int x_ran;
+	atomic_int a_done;
+	atomic_int violations;
+};
+
+static inline void
+sqt_tail_x(void *arg)
+{
+	struct sqt_tail_race *r = arg;
+	atomic_store(&r->x_ran, 1);
+	for (volatile unsigned i = 0; i < r->tail_spins; i++) {
+	}
+}
+
+static inline void
+sqt_tail_a(void *arg)
+{
+	atomic_store(&((struct sqt_tail_race *)arg)->a_done, 1);
+}
+
+static inline void
+sqt_tail_b(void *arg)
+{
+	struct sqt_tail_race *r = arg;
+	if (!atomic_load(&r->a_done))
+		atomic_fetch_add(&r->violations, 1);
+}
+
+static inline int
+sqt_tail_race(int rounds, sq_queue_t xq, sq_queue_t aq, bool a_barrier,
+		void (*run_b)(void *ctx, struct sqt_tail_race *r), void *ctx)
+{
+	struct sqt_tail_race r;
+	uint64_t rng = 0x2545f4914f6cdd1dull;
+	atomic_init(&r.violations, 0);
+	for (int i = 0; i < rounds; i++) {
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		r.tail_spins = (unsigned)(rng % 400);
+		atomic_init(&r.x_ran, 0);
+		atomic_init(&r.a_done, 0);
+		sq_async_f(xq, &r, sqt_tail_x);
+		/* spinning, to act at once; yielding after a while, so that a
+		 * loaded machine still runs X */
+		for (unsigned spins = 0; !atomic_load(&r.x_ran); spins++)
+			if (spins > 20000)
+				sched_yield();
+		if (a_barrier)
+			sq_barrier_async_f(aq, &r, sqt_tail_a);
+		else
+			sq_async_f(aq, &r, sqt_tail_a);
+		run_b(ctx, &r);
+		/* A overtaken: let it run before the round's state goes. */
+		while (!atomic_load(&r.a_done))
+			sqt_sleep_us(50);
+	}
+	return atomic_load(&r.violations);
 }
 
 #endif /* SQTEST_QUEUE_HELPERS_H */

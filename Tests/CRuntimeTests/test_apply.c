@@ -2,7 +2,8 @@
  * sq_apply_f: every index exactly once, returns when all have run, count 0,
  * serial queues (in order, on that queue), striding, nesting (32x32x32),
  * progress while every worker is busy, from inside other queues, async +
- * apply, and a semaphore used as a lock inside apply.
+ * apply, a semaphore used as a lock inside apply, and barriers and
+ * suspension of a concurrent queue holding back its iterations.
  *
  * Spec (SEED-FEATURES.md §1.17, §8.1): AT-DQ-16 / APPLY-1, AT-DQ-17 /
  * APPLY-2, AT-DQ-19 / APPLY-3, APPLY-5; libdispatch's apply and sema tests;
@@ -365,6 +366,100 @@ test_sema_lock(void)
 	sq_release(lock_sema);
 }
 
+/* ---- Barriers and suspension on a concurrent queue ------------------------------
+ *
+ * The iterations of an apply on a concurrent queue are its work: a barrier
+ * queued before the apply has finished before the first iteration starts,
+ * a barrier queued from an iteration waits for the last one, and nothing
+ * starts while the queue is suspended.
+ */
+
+struct barrier_watch {
+	atomic_int in_barrier;   /* a barrier is running */
+	atomic_int iterating;    /* iterations running */
+	atomic_int overlaps;
+	atomic_int barrier_done;
+	atomic_int started;      /* iterations started */
+	sq_queue_t q;
+};
+
+static void
+watch_barrier(void *arg)
+{
+	struct barrier_watch *w = arg;
+	atomic_store(&w->in_barrier, 1);
+	if (atomic_load(&w->iterating) != 0)
+		atomic_fetch_add(&w->overlaps, 1);
+	sqt_sleep_ms(2);
+	if (atomic_load(&w->iterating) != 0)
+		atomic_fetch_add(&w->overlaps, 1);
+	atomic_store(&w->in_barrier, 0);
+	atomic_fetch_add(&w->barrier_done, 1);
+}
+
+static void
+watch_iteration(void *arg, size_t i)
+{
+	struct barrier_watch *w = arg;
+	atomic_fetch_add(&w->iterating, 1);
+	atomic_fetch_add(&w->started, 1);
+	if (atomic_load(&w->in_barrier))
+		atomic_fetch_add(&w->overlaps, 1);
+	if (i == 3) /* a barrier queued while the apply runs */
+		sq_barrier_async_f(w->q, w, watch_barrier);
+	sqt_sleep_us(200);
+	if (atomic_load(&w->in_barrier))
+		atomic_fetch_add(&w->overlaps, 1);
+	atomic_fetch_sub(&w->iterating, 1);
+}
+
+struct suspended_apply {
+	struct barrier_watch *w;
+	atomic_int returned;
+};
+
+static void *
+apply_on_suspended(void *arg)
+{
+	struct suspended_apply *held = arg;
+	sq_apply_f(8, held->w->q, held->w, watch_iteration);
+	atomic_store(&held->returned, 1);
+	return NULL;
+}
+
+static void
+test_concurrent_queue_barriers(void)
+{
+	struct barrier_watch w;
+	memset(&w, 0, sizeof(w));
+	w.q = sq_queue_create("com.example.apply.barriers",
+			SQ_QUEUE_CONCURRENT);
+	for (int round = 0; round < 20; round++) {
+		sq_barrier_async_f(w.q, &w, watch_barrier);
+		sq_apply_f(16, w.q, &w, watch_iteration);
+		/* the barrier before: done before the first iteration */
+		CHECK(atomic_load(&w.barrier_done) >= 2 * round + 1);
+		CHECK(sqt_wait_int(&w.barrier_done, 2 * round + 2, WAIT_MS));
+	}
+	CHECK_EQ(atomic_load(&w.overlaps), 0);
+
+	/* suspended: the apply waits for the resume */
+	struct suspended_apply held = { &w, 0 };
+	atomic_store(&w.started, 0);
+	sq_suspend(w.q);
+	pthread_t t;
+	pthread_create(&t, NULL, apply_on_suspended, &held);
+	sqt_sleep_ms(20);
+	CHECK_EQ(atomic_load(&w.started), 0);
+	CHECK_EQ(atomic_load(&held.returned), 0);
+	sq_resume(w.q);
+	pthread_join(t, NULL);
+	CHECK_EQ(atomic_load(&w.started), 8);
+	CHECK(sqt_wait_int(&w.barrier_done, 41, WAIT_MS));
+	CHECK_EQ(atomic_load(&w.overlaps), 0);
+	sq_release(w.q);
+}
+
 int
 main(void)
 {
@@ -375,5 +470,6 @@ main(void)
 	test_striding();
 	test_apply_from_queues();
 	test_sema_lock();
+	test_concurrent_queue_barriers();
 	return sqt_finish("test_apply");
 }

@@ -517,6 +517,46 @@ test_producer_consumer_concurrent(void)
 	sq_release(c);
 }
 
+/* ---- Barriers against the end of a drain -----------------------------------
+ *
+ * sqt_tail_race on a concurrent queue: async A then barrier sync B (B
+ * starts once A is done), barrier async A then sync B (B starts once the
+ * barrier is done), and async A then sync B on a concurrent queue that
+ * targets a serial one, which runs its tasks one at a time in order.
+ */
+
+#define TAIL_ROUNDS SQT_SCALE(10000, 1000)
+
+static void
+tail_barrier_sync_b(void *ctx, struct sqt_tail_race *r)
+{
+	sq_barrier_sync_f(ctx, r, sqt_tail_b);
+}
+
+static void
+tail_sync_b(void *ctx, struct sqt_tail_race *r)
+{
+	sq_sync_f(ctx, r, sqt_tail_b);
+}
+
+static void
+test_barriers_against_drain_end(void)
+{
+	sq_queue_t c = sq_queue_create("com.example.tail.c",
+			SQ_QUEUE_CONCURRENT);
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS, c, c, false, tail_barrier_sync_b,
+			c), 0);
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS, c, c, true, tail_sync_b, c), 0);
+	sq_queue_t s = sq_queue_create("com.example.tail.s", NULL);
+	sq_queue_t cs = sq_queue_create_with_target("com.example.tail.cs",
+			SQ_QUEUE_CONCURRENT, s);
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS, cs, cs, false, tail_sync_b, cs),
+			0);
+	sq_release(cs);
+	sq_release(s);
+	sq_release(c);
+}
+
 int
 main(void)
 {
@@ -528,5 +568,6 @@ main(void)
 	test_readsync();
 	test_context_passthrough();
 	test_producer_consumer_concurrent();
+	test_barriers_against_drain_end();
 	return sqt_finish("test_queue_concurrent");
 }

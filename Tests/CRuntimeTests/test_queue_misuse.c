@@ -161,6 +161,36 @@ deadlock_main(void *unused)
 	sq_main_queue_drain();
 }
 
+/* sync onto the main queue from the main thread outside its tasks: the
+ * main thread runs the main queue (libdispatch stops there too), idle or
+ * with work queued (which only the main thread could run) */
+static void
+deadlock_main_thread(void *unused)
+{
+	child_start();
+	sq_sync_f(sq_get_main_queue(), NULL, nothing);
+	_exit(0);
+}
+
+static void
+deadlock_main_thread_queued(void *unused)
+{
+	child_start();
+	sq_async_f(sq_get_main_queue(), NULL, nothing);
+	sq_sync_f(sq_get_main_queue(), NULL, nothing);
+	_exit(0);
+}
+
+static void
+deadlock_main_thread_chain(void *unused)
+{
+	child_start();
+	sq_queue_t q = sq_queue_create_with_target("com.example.onmain", NULL,
+			sq_get_main_queue());
+	sq_sync_f(q, NULL, nothing);
+	_exit(0);
+}
+
 static void
 test_deadlocks(void)
 {
@@ -185,6 +215,14 @@ test_deadlocks(void)
 	CHECK_CRASH(deadlock_apply, NULL, "SwiftQueues: sq_apply_f: deadlock");
 	CHECK_CRASH(deadlock_apply, NULL, "'com.example.apply.deadlock'");
 	CHECK_CRASH(deadlock_main, NULL, "SwiftQueues: sq_sync: deadlock");
+	CHECK_CRASH(deadlock_main_thread, NULL,
+			"SwiftQueues: sq_sync: deadlock: queue "
+			"'com.swiftqueues.main-thread'");
+	CHECK_CRASH(deadlock_main_thread_queued, NULL,
+			"SwiftQueues: sq_sync: deadlock");
+	CHECK_CRASH(deadlock_main_thread_chain, NULL,
+			"SwiftQueues: sq_sync: deadlock: queue "
+			"'com.swiftqueues.main-thread'");
 }
 
 /* ---- over-release, over-resume --------------------------------------------- */

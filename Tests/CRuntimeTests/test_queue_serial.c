@@ -11,6 +11,8 @@
  */
 #include "queue_helpers.h"
 
+#include <sched.h>
+
 #define WAIT_MS 10000 /* "it never happened": far beyond any correct run */
 
 /* ---- AT-DQ-06: FIFO, one at a time ---------------------------------------- */
@@ -575,6 +577,122 @@ test_async_then_sync(void)
 	pthread_t t;
 	pthread_create(&t, NULL, sync_from_thread, q);
 	pthread_join(t, NULL);
+	sq_release(q);
+}
+
+/* ---- FIFO against the end of a drain ---------------------------------------
+ *
+ * async A then sync B from one thread, while a worker finishes draining the
+ * queue (sqt_tail_race): B must not run before A, however the caller's
+ * calls fall against the drainer's last steps. The same through a target
+ * chain (B's queue idle, A queued on its serial target), and for apply on a
+ * serial queue (one sync task).
+ */
+
+#define TAIL_ROUNDS SQT_SCALE(20000, 2000)
+
+static void
+tail_sync_b(void *ctx, struct sqt_tail_race *r)
+{
+	sq_sync_f(ctx, r, sqt_tail_b);
+}
+
+static void
+tail_apply_b(void *ctx, size_t i)
+{
+	(void)i;
+	sqt_tail_b(ctx);
+}
+
+static void
+tail_apply(void *ctx, struct sqt_tail_race *r)
+{
+	sq_apply_f(1, ctx, r, tail_apply_b);
+}
+
+static void
+test_fifo_against_drain_end(void)
+{
+	sq_queue_t q = sq_queue_create("com.example.tail", NULL);
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS, q, q, false, tail_sync_b, q), 0);
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS / 2, q, q, false, tail_apply, q),
+			0);
+
+	/* q -> t: A and the drain on q, B through q's chain */
+	sq_queue_t t = sq_queue_create("com.example.tail.target", NULL);
+	sq_queue_t qt = sq_queue_create_with_target("com.example.tail.sub",
+			NULL, t);
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS / 2, qt, qt, false, tail_sync_b,
+			qt), 0);
+	/* A and the drain on the target t, B on q (idle) */
+	CHECK_EQ(sqt_tail_race(TAIL_ROUNDS / 2, t, t, false, tail_sync_b, qt),
+			0);
+	sq_release(qt);
+	sq_release(t);
+	sq_release(q);
+}
+
+/* ---- Suspension against a drain --------------------------------------------
+ *
+ * A task submitted after sq_suspend returned must not start before the
+ * resume, even when the queue's drainer is between its look at the state
+ * and its next job: a few short tasks, a spin of random length (so the
+ * suspend falls anywhere in their drain), the suspend, task T, the resume.
+ */
+
+struct suspend_race {
+	atomic_int resumed;
+	atomic_int early;
+	atomic_int ran;
+};
+
+static void
+suspend_race_short(void *arg)
+{
+	for (volatile int i = 0; i < (int)(intptr_t)arg; i++) {
+	}
+}
+
+static void
+suspend_race_t(void *arg)
+{
+	struct suspend_race *r = arg;
+	if (!atomic_load(&r->resumed))
+		atomic_fetch_add(&r->early, 1);
+	atomic_fetch_add(&r->ran, 1);
+}
+
+static void
+test_suspension_against_drain(void)
+{
+	static struct suspend_race r;
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+	int rounds = SQT_SCALE(10000, 1000);
+	sq_queue_t q = sq_queue_create("com.example.suspend.race", NULL);
+	for (int i = 0; i < rounds; i++) {
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		int n = 1 + (int)(rng % 8);
+		for (int k = 0; k < n; k++)
+			sq_async_f(q, (void *)(intptr_t)((rng >> (8 + k)) % 300),
+					suspend_race_short);
+		for (volatile unsigned k = 0; k < (rng >> 20) % 3000; k++) {
+		}
+		atomic_store(&r.resumed, 0);
+		sq_suspend(q);
+		sq_async_f(q, &r, suspend_race_t);
+		for (volatile int k = 0; k < 2000; k++) {
+		}
+		atomic_store(&r.resumed, 1);
+		sq_resume(q);
+		/* spinning: a worker that parks between rounds would start
+		 * every drain from a wake-up */
+		for (unsigned spins = 0; atomic_load(&r.ran) <= i; spins++)
+			if (spins > 100000)
+				sched_yield();
+	}
+	CHECK_EQ(atomic_load(&r.early), 0);
 	sq_release(q);
 }
 
@@ -1168,8 +1286,10 @@ main(void)
 	test_cookbook_5_11();
 	test_context_and_finalizer();
 	test_async_then_sync();
+	test_fifo_against_drain_end();
 	test_completion_callback();
 	test_suspension();
+	test_suspension_against_drain();
 	test_initially_inactive();
 	test_current_queue();
 	test_nested_async();

@@ -178,7 +178,9 @@ sq_async_f(sq_queue_t queue, void *SQ_NULLABLE context, sq_function_t function);
  * Runs `function(context)` on `queue` and returns when it has run. On a
  * serial queue it runs on the calling thread, after every task submitted
  * before it. Calling it on a serial queue the thread already runs (directly
- * or through a target chain) is a deadlock and stops the process.
+ * or through a target chain) is a deadlock and stops the process; so is
+ * calling it on the main queue (or a queue that targets it) from the main
+ * thread, which runs the main queue, as in libdispatch.
  */
 SQ_EXPORT SQ_NOTHROW
 void
