@@ -86,7 +86,7 @@ gq_data_make(uint32_t id, uint64_t off, size_t n)
 	if (buf == NULL)
 		abort();
 	gq_fill(buf, n, id, off);
-	sq_data_t d = sq_data_create(buf, n, NULL, SQ_DATA_DESTRUCTOR_DEFAULT);
+	sq_data_t d = sq_data_create_f(buf, n, NULL, SQ_DATA_DESTRUCTOR_DEFAULT);
 	free(buf);
 	return d;
 }
