@@ -1,9 +1,9 @@
 /*
- * The seeds' dispatch-source recipes in SwiftQueues (seed 000 §4, seed 004
- * §7): a repeating timer ("Time flies."), a SIGHUP source after
- * signal(SIGHUP, SIG_IGN), a process source watching a child exit, a
- * directory watch, and a custom data source — all on one serial queue,
- * with the main thread draining the main queue until everything is done.
+ * Dispatch sources in SwiftQueues: a repeating timer ("Time flies."), a
+ * SIGHUP source after signal(SIGHUP, SIG_IGN), a process source watching a
+ * child exit, a directory watch, and a custom data source — all on one
+ * serial queue, with the main thread draining the main queue until
+ * everything is done.
  */
 #define _GNU_SOURCE
 #include <swiftqueues.h>

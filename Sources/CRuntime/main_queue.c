@@ -6,8 +6,9 @@
  * it gets work, its wake-up wakes the main thread (and makes the eventfd
  * readable, once a program asked for one) instead of pushing it onto a
  * root queue, and only the main thread drains it. Suspend, resume
- * and set_context are ignored on it (seed 002 says so of global queues; we
- * treat the main queue alike so the main thread can never be left stuck).
+ * and set_context are ignored on it (as libdispatch documents for the
+ * global queues; the main queue is treated alike so the main thread can
+ * never be left stuck).
  *
  * sq_main_queue_run_until waits for a condition that other threads make
  * true. Three things wake it to look again: work for the main queue, a

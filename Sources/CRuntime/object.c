@@ -142,7 +142,7 @@ sq_set_context(sq_object_t object, void *context)
 	_sq_object_validate("sq_set_context", object);
 	struct sq_object_s *o = object;
 	if (_sq_object_is_immortal(o))
-		return; /* global and main queues: ignored (seed 002) */
+		return; /* global and main queues: ignored */
 	__atomic_store_n(&o->context, context, __ATOMIC_RELEASE);
 }
 

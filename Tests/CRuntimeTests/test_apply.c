@@ -3,12 +3,9 @@
  * serial queues (in order, on that queue), striding, nesting (32x32x32),
  * progress while every worker is busy, from inside other queues, async +
  * apply, a semaphore used as a lock inside apply, and barriers and
- * suspension of a concurrent queue holding back its iterations.
- *
- * Spec (SEED-FEATURES.md §1.17, §8.1): AT-DQ-16 / APPLY-1, AT-DQ-17 /
- * APPLY-2, AT-DQ-19 / APPLY-3, APPLY-5; libdispatch's apply and sema tests;
- * a nested apply of 32x32x32, and an apply that finishes while every worker
- * is busy. The deadlocking case (AT-DQ-18) is in test_queue_misuse.c.
+ * suspension of a concurrent queue holding back its iterations. After
+ * libdispatch's apply and sema tests. The deadlocking case (apply onto the
+ * serial queue the thread runs) is in test_queue_misuse.c.
  */
 #include "queue_helpers.h"
 
@@ -16,7 +13,7 @@
 
 #define WAIT_MS 10000
 
-/* ---- AT-DQ-16: every index once -------------------------------------------- */
+/* ---- every index once ------------------------------------------------------ */
 
 #define N1 1000
 
@@ -169,7 +166,7 @@ test_apply_while_busy(void)
 	CHECK(sqt_wait_int(&busy_finished, ncpu, WAIT_MS));
 }
 
-/* ---- AT-DQ-17: apply on a serial queue ------------------------------------- */
+/* ---- apply on a serial queue ----------------------------------------------- */
 
 static char queue_key;
 static char serial_marker[] = "serial", concurrent_marker[] = "concurrent";
@@ -227,7 +224,7 @@ test_serial_queue(void)
 	sq_release(c);
 }
 
-/* ---- AT-DQ-19: striding ------------------------------------------------------ */
+/* ---- striding ---------------------------------------------------------------- */
 
 #define STRIDE 137
 #define STRIDE_MAX 10000
@@ -253,7 +250,8 @@ strided_body(void *ctx, size_t idx)
 	} while (j < j_stop);
 }
 
-/* The utility of AT-DQ-19 (b). */
+/* Striding: count / stride iterations of `stride` indices each, the
+ * remainder on the caller. */
 static void
 apply_strided(size_t count, size_t stride, sq_queue_t q)
 {
@@ -290,7 +288,7 @@ test_striding(void)
 	CHECK(stride_once(100));
 }
 
-/* ---- APPLY-5 and apply from inside other queues ------------------------------ */
+/* ---- apply from an async task, and from inside other queues ------------------ */
 
 static sem_t apply5_done;
 static atomic_int apply5_calls;

@@ -1,5 +1,6 @@
 /*
- * Atomic counters, compare-and-swap, bit operations (seed 004 §10.1-10.2).
+ * Atomic counters, compare-and-swap, bit operations, lock-free lazy
+ * initialisation.
  */
 #include "sqtest.h"
 
@@ -108,7 +109,7 @@ test_concurrent_bits(void)
 }
 
 /*
- * Seed 004's lazy initialisation: each racer callocs a buffer and tries to
+ * Lock-free lazy initialisation: each racer callocs a buffer and tries to
  * install it with a barrier CAS; exactly one wins, the losers free theirs,
  * and everybody returns the winner's buffer.
  */

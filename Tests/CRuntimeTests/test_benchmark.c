@@ -1,5 +1,5 @@
 /*
- * sq_benchmark_f (seed 004 §9): mean ns per call, loop overhead removed.
+ * sq_benchmark_f: mean ns per call, loop overhead removed.
  */
 #include "sqtest.h"
 

@@ -1,7 +1,7 @@
 /*
  * sq_data: creation and destructors, concat / subrange / apply sharing
- * regions (DATA-1..5), map, copy_region, and seed 004's HTTP chunks parsed
- * across chunk boundaries without flattening the request.
+ * regions, map, copy_region, and an HTTP response in 8 chunks parsed across
+ * chunk boundaries without flattening it.
  */
 #include "sqtest.h"
 
@@ -71,7 +71,7 @@ wait_destructors(int n)
 		usleep(1000);
 }
 
-/* ---- DATA-1, DATA-2, DATA-3 ------------------------------------------ */
+/* ---- concat, subrange and apply share regions ------------------------ */
 
 static void
 test_concat_subrange_apply(void)
@@ -168,7 +168,7 @@ test_concat_subrange_apply(void)
 	CHECK(__atomic_load_n(&destructor_arg, __ATOMIC_SEQ_CST) == world);
 }
 
-/* ---- DATA-5: one destructor, many sharers --------------------------------- */
+/* ---- one destructor, many sharers ----------------------------------------- */
 
 struct dctx {
 	int runs;
@@ -228,7 +228,7 @@ test_destructor_once(void)
 	sq_release(q);
 }
 
-/* ---- Seed 004's HTTP chunks (DATA-4) ---------------------------------- */
+/* ---- an HTTP response in 8 chunks ------------------------------------- */
 
 static const char *const http_chunks[8] = {
 	"HTTP/1.1 200 OK\r\nDate: Mon, 23 May 2005 22:38",

@@ -1,8 +1,8 @@
 /*
- * Groups: wait (GRP-1), reuse, timeouts, notify after every member (GRP-2,
- * GRP-3), enter/leave (GRP-5), the notify race of libdispatch's
- * rdar://11445820, a released group that still notifies, waiters that must
- * not miss an emptying, and the misuse reports.
+ * Groups: wait, reuse, timeouts, notify after every member, enter/leave from
+ * other threads, the notify race of libdispatch's rdar://11445820, a released
+ * group that still notifies, waiters that must not miss an emptying, and the
+ * misuse reports.
  */
 #include "wait_helpers.h"
 
@@ -18,7 +18,7 @@ test_empty(void)
 	sq_release(g);
 }
 
-/* GRP-1: 100 tasks on 100 serial queues, then reuse the group. */
+/* 100 tasks on 100 serial queues, then reuse the group. */
 enum { QUEUES = 100 };
 static int32_t member_count;
 
@@ -89,7 +89,7 @@ test_wait_timeout(void)
 	sq_release(g);
 }
 
-/* GRP-2 / GRP-3: notify runs after every member, once, on its queue. */
+/* Notify runs after every member, once, on its queue. */
 enum { NOTIFY_MEMBERS = 10 };
 static int order[NOTIFY_MEMBERS + 2];
 static int order_len;
@@ -123,7 +123,7 @@ test_notify(void)
 	for (int i = 0; i < NOTIFY_MEMBERS; i++)
 		sq_group_async_f(g, q, (void *)(intptr_t)i, record_member);
 	sq_group_notify_f(g, q, NULL, record_notify);
-	sq_release(g); /* released right away, as in seed 003 §5.10 */
+	sq_release(g); /* released right away: notify still comes */
 	CHECK_EQ(sq_semaphore_wait(notify_done, in_ms(10000)), 0);
 	CHECK_EQ(count_at_notify, NOTIFY_MEMBERS);
 	CHECK_EQ(order_len, NOTIFY_MEMBERS + 1);
@@ -168,7 +168,7 @@ test_notify(void)
 	sq_release(notify_done);
 }
 
-/* GRP-5: manual enter / leave from other threads. */
+/* Manual enter / leave from other threads. */
 static sq_group_t manual_group;
 
 static void *

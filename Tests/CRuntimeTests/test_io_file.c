@@ -2,8 +2,8 @@
  * Random-access channels: a 256 MiB file read at eight offsets at once and
  * written back, chunk by chunk and without copying, through a second
  * channel (byte-exact), while an sq_apply keeps the compute workers busy
- * and finishing; a read by path at an offset (IO-2); 10,000 path channels
- * that open nothing until used (IO-3); a stream channel on a file.
+ * and finishing; a read by path at an offset; 10,000 path channels that
+ * open nothing until used; a stream channel on a file.
  */
 #include "queue_helpers.h"
 
@@ -268,7 +268,7 @@ test_big(void)
 	sq_release(b.group);
 }
 
-/* ---- IO-2, IO-3 and a stream channel on a file ----------------------------- */
+/* ---- path channels and a stream channel on a file -------------------------- */
 
 struct one {
 	sq_data_t data;
@@ -317,7 +317,7 @@ test_path(void)
 	write_pattern_file(path, 1 << 20);
 	sq_queue_t q = sq_queue_create("test.io.path", NULL);
 
-	/* IO-2 */
+	/* A read by path at an offset. */
 	struct one o = { sq_data_empty, -1, 0, sq_semaphore_create(0) };
 	sq_io_t ch = sq_io_create_with_path_f(SQ_IO_RANDOM, path, O_RDONLY, 0,
 			q, NULL, NULL);
@@ -364,7 +364,7 @@ test_path(void)
 	usleep(20000);
 	close(fd);
 
-	/* IO-3: path channels hold no descriptor until used. */
+	/* Path channels hold no descriptor until used. */
 	int before = count_fds();
 	sq_io_t *chans = malloc(PATH_CHANNELS * sizeof(*chans));
 	for (int i = 0; i < PATH_CHANNELS; i++)

@@ -1,14 +1,13 @@
 /*
- * The global limit on files opened by path channels (SEED-FEATURES §4.3:
- * open lazily, with a global semaphore limiting the open files, as the
- * getdtablesize() / 2 idea). With SQ_IO_MAX_OPEN_FILES=4 (set before the
- * first use): 16 path channels reading 16 files at once never have more
- * than 4 of them open, and every read is byte-exact; operations waiting
+ * The global limit on files opened by path channels (they open lazily, and a
+ * global semaphore limits the open files). With SQ_IO_MAX_OPEN_FILES=4 (set
+ * before the first use): 16 path channels reading 16 files at once never have
+ * more than 4 of them open, and every read is byte-exact; operations waiting
  * for a slot wait asynchronously (workers keep running other work) and get
- * the slots in FIFO order; closing a channel gives its slot back, also
- * when it never got one (SQ_IO_STOP, release while waiting, a failed
- * open). In a child process without the variable, the default is half the
- * RLIMIT_NOFILE soft limit.
+ * the slots in FIFO order; closing a channel gives its slot back, also when
+ * it never got one (SQ_IO_STOP, release while waiting, a failed open). In a
+ * child process without the variable, the default is half the RLIMIT_NOFILE
+ * soft limit.
  */
 #include "io_helpers.h"
 

@@ -1,7 +1,7 @@
 /*
- * Stream channels: seed 004's HTTP request over a socketpair (IO-1), a pipe
- * carrying 64 MiB with low water 1 and high water 8 KiB, writes through a
- * channel, and a loopback TCP echo (100 clients, 1 MiB each).
+ * Stream channels: an HTTP response over a socketpair, a pipe carrying 64 MiB
+ * with low water 1 and high water 8 KiB, writes through a channel, and a
+ * loopback TCP echo (100 clients, 1 MiB each).
  */
 #include "sqtest.h"
 
@@ -71,7 +71,7 @@ wait_sem(sq_semaphore_t s, int seconds)
 			(int64_t)seconds * (int64_t)NSEC_PER_SEC)) == 0;
 }
 
-/* ---- IO-1: the HTTP request, chunk by chunk ---------------------------- */
+/* ---- the HTTP response, chunk by chunk --------------------------------- */
 
 static const char *const http_chunks[8] = {
 	"HTTP/1.1 200 OK\r\nDate: Mon, 23 May 2005 22:38",

@@ -1,6 +1,6 @@
 /*
- * Intrusive lock-free LIFO and FIFO (seed 004 §10.3): order, emptiness,
- * and 4 producers x 4 consumers with every item delivered exactly once.
+ * Intrusive lock-free LIFO and FIFO: order, emptiness, and 4 producers x 4
+ * consumers with every item delivered exactly once.
  */
 #include "sqtest.h"
 

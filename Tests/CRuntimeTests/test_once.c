@@ -1,6 +1,6 @@
 /*
  * sq_once_f: exactly once under a race, waiters see the result, misuse is
- * reported (the Cookbook's "Executed 1 time(s)").
+ * reported (many callers, one "Executed 1 time(s)").
  */
 #include "sqtest.h"
 

@@ -1,12 +1,10 @@
 /*
  * Concurrent and global queues: global-queue identity and the calls they
- * ignore, parallelism, start order, sync on the caller's thread, barriers
- * (reader-writer), the _f forms passing their context through.
- *
- * Spec (SEED-FEATURES.md §8.1, §8.6): AT-DQ-04 / Q-PRIO-2 / Q-MEM-2,
- * AT-DQ-23 (global part), AT-DQ-05, Q-SYNC-3, C-5.7a (nested sync onto the
- * same concurrent queue), RW-1, RW-2, C-5.4 (queue part), AT-MIG-06
- * (concurrent), AT-MIG-07; libdispatch's readsync test (scaled).
+ * ignore, parallelism, start order, sync on the caller's thread (and nested
+ * sync onto the same concurrent queue), barriers (reader-writer, directly
+ * and through a target queue), the _f forms passing their context through,
+ * producer-consumer over concurrent and global queues; libdispatch's
+ * readsync test (scaled).
  */
 #include "queue_helpers.h"
 
@@ -18,7 +16,7 @@ count_task(void *arg)
 	atomic_fetch_add((atomic_int *)arg, 1);
 }
 
-/* ---- AT-DQ-04: global queue identity; retain/release ignored -------------- */
+/* ---- global queue identity; retain/release ignored ------------------------ */
 
 static void
 test_global_identity(void)
@@ -58,7 +56,7 @@ test_global_identity(void)
 	CHECK(sqt_wait_int(&ran, 4, WAIT_MS));
 }
 
-/* ---- AT-DQ-23: suspend / resume / set_context / target ignored on globals - */
+/* ---- suspend / resume / set_context / target ignored on globals ----------- */
 
 static void
 test_global_ignores(void)
@@ -94,7 +92,7 @@ test_global_ignores(void)
 	CHECK_EQ(atomic_load(&ran), 4);
 }
 
-/* ---- AT-DQ-05: parallelism and start order --------------------------------- */
+/* ---- parallelism and start order ------------------------------------------- */
 
 struct rdv {
 	atomic_int arrived;
@@ -211,7 +209,7 @@ test_parallelism(void)
 	sem_destroy(&p.two);
 }
 
-/* ---- Q-SYNC-3: sync onto a concurrent queue runs on the caller's thread --- */
+/* ---- sync onto a concurrent queue runs on the caller's thread ------------- */
 
 static struct {
 	int lines[2000];
@@ -247,7 +245,7 @@ check_sync_inline(sq_queue_t q)
 	CHECK(same_thread);
 }
 
-/* C-5.7a: a task on a concurrent queue syncs onto the same queue. */
+/* A task on a concurrent queue syncs onto the same queue. */
 static atomic_int nested_done;
 
 static void
@@ -280,7 +278,7 @@ test_sync_concurrent(void)
 	sq_release(c);
 }
 
-/* ---- RW-1: barrier exclusivity -------------------------------------------- */
+/* ---- barrier exclusivity -------------------------------------------------- */
 
 struct interval {
 	uint64_t start, end;
@@ -434,7 +432,8 @@ test_readsync(void)
 	sq_queue_t q = sq_queue_create("com.example.readsync",
 			SQ_QUEUE_CONCURRENT);
 	run_readsync(q);
-	/* Repeated through a target queue (RW-2 shape). */
+	/* Repeated on a concurrent queue that targets another concurrent
+	 * queue. */
 	sq_queue_t outer = sq_queue_create("com.example.readsync.target",
 			SQ_QUEUE_CONCURRENT);
 	sq_queue_t inner = sq_queue_create_with_target(
@@ -445,7 +444,7 @@ test_readsync(void)
 	sq_release(q);
 }
 
-/* ---- C-5.4: the _f forms pass the context unchanged ----------------------- */
+/* ---- the _f forms pass the context unchanged ------------------------------ */
 
 static int sentinel;
 static atomic_int sentinel_ok, sentinel_bad;
@@ -484,7 +483,7 @@ test_context_passthrough(void)
 	sq_release(c);
 }
 
-/* ---- AT-MIG-06 (concurrent) / AT-MIG-07 ------------------------------------ */
+/* ---- producer-consumer on concurrent queues: every item consumed once ------ */
 
 #define MIG_ITEMS 10000
 

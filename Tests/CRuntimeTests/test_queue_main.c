@@ -3,13 +3,11 @@
  * the main thread, in FIFO order; the eventfd hook, the non-blocking drain,
  * run-until (also woken by a worker's job or sq_main_queue_wakeup for a
  * condition no main-queue task changes); sq_main() in a child process that
- * ends with exit(0) from a
- * task; the calls the main queue ignores (suspend, resume, set_context,
- * retain, release); sync onto the main queue from another thread.
- *
- * Spec (SEED-FEATURES.md §1.14, §8.1): AT-DQ-21 / MAIN-1 / MAIN-2 / C-5.5b,
- * Q-SYNC-2 / C-5.5a, AT-DQ-23 (main part), AT-DQ-09 (main queue is current
- * inside its tasks); libdispatch's api test (async_f to main + dispatch_main).
+ * ends with exit(0) from a task; the calls the main queue ignores (suspend,
+ * resume, set_context, retain, release); async to the main queue with a
+ * context it frees; sync onto the main queue from another thread; the main
+ * queue is the current queue inside its tasks. After libdispatch's api test
+ * (async_f to main + dispatch_main).
  *
  * Run as `test_queue_main sq-main-child` it is the child of the sq_main test.
  */
@@ -64,7 +62,7 @@ fd_readable(int fd)
 	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
-/* ---- AT-DQ-21 (a): nothing runs without a drain; the fd; the drain -------- */
+/* ---- nothing runs without a drain; the fd; the drain ---------------------- */
 
 static void *
 submit_from_thread(void *arg)
@@ -301,7 +299,7 @@ test_sync_from_worker(void)
 	CHECK(sqt_wait_int(&sync_done, 1, WAIT_MS)); /* the sync returned */
 }
 
-/* ---- AT-DQ-23 (main): suspend / resume / set_context / retain ignored ----- */
+/* ---- suspend / resume / set_context / retain ignored ---------------------- */
 
 static void
 test_main_ignores(void)
@@ -330,7 +328,7 @@ test_main_ignores(void)
 	CHECK(sq_queue_get_label(mq) != NULL);
 }
 
-/* ---- C-5.5b / Q-SYNC-2: async to main with an owned context ---------------- */
+/* ---- async to main with an owned context ----------------------------------- */
 
 struct alert {
 	char *title;
@@ -377,7 +375,7 @@ test_owned_context(void)
 	CHECK_EQ(alert_on_main, 1);
 }
 
-/* ---- AT-DQ-21 (b): sq_main() in a child, exit(0) from a task --------------- */
+/* ---- sq_main() in a child, exit(0) from a task ----------------------------- */
 
 static void
 child_task(void *arg)

@@ -5,8 +5,7 @@
  * the main queue), over-release, over-resume, NULL function pointers,
  * target cycles, failing sq_assert_queue / _not / _barrier.
  *
- * Spec: the error policy (docs/ARCHITECTURE.md); SEED-FEATURES.md §1.9 and
- * §8.1 AT-DQ-14 / Q-SYNC-4 / ASYNC-2, AT-DQ-18 / APPLY-4, Q-TGT-4.
+ * The messages follow the error policy (docs/ARCHITECTURE.md).
  *
  * The parent never calls the runtime, so it has no threads when it forks.
  * Each child arms a 10 s alarm: a deadlock that is not detected shows as a
@@ -136,7 +135,7 @@ deadlock_barrier_sync(void *unused)
 	pause();
 }
 
-/* apply onto the current serial queue (AT-DQ-18) */
+/* apply onto the current serial queue */
 static void
 apply_self(void *q)
 {

@@ -6,9 +6,6 @@
  * under the default cap (SQ_MAX_THREADS 255, libdispatch's on Linux; at 64
  * they waited forever).
  *
- * Spec: SEED-FEATURES.md §1.2, §1.20, §8.1 POOL-1, POOL-2, Q-PRIO-1,
- * including 64 tasks that each sleep 1 s, and HIGH work running before LOW
- * work when the pool is saturated.
  * The SQ_MAX_THREADS=8 case is test_queue_pool_cap.c (its own process).
  *
  * Also: BACKGROUND work's nice value. In a child that cannot lower its nice
@@ -25,7 +22,7 @@
 #define WAIT_MS 10000
 #define NON_WORKER_THREADS 4 /* main, the monitor, a sanitizer's, a manager */
 
-/* ---- POOL-2: CPU-bound work does not explode the pool ---------------------- */
+/* ---- CPU-bound work does not explode the pool ------------------------------ */
 
 #define TINY_TASKS 10000
 
@@ -62,7 +59,7 @@ test_no_explosion(void)
 	CHECK(peak <= (before > limit ? before : limit));
 }
 
-/* ---- Q-PRIO-1: HIGH before LOW when the pool is saturated ----------------- */
+/* ---- HIGH before LOW when the pool is saturated --------------------------- */
 
 #define PRIO_N SQT_SCALE(100, 30)
 
@@ -76,7 +73,7 @@ static struct {
 	int high_end[PRIO_N];
 	int low_end[PRIO_N];
 	int targeted_first;     /* start ticket of the first task of a queue
-	                         * that targets HIGH (Q-TGT-3) */
+	                         * that targets HIGH */
 	atomic_int high_done, low_done, background_done, targeted_done;
 } prio;
 
@@ -193,9 +190,9 @@ test_priorities(void)
 	/* The first HIGH completes before most LOW ones... */
 	CHECK(low_done_before_first_high < PRIO_N / 2);
 	CHECK(first_high < PRIO_N / 2);
-	/* ...and (Q-PRIO-1) >= 90% of HIGH start before the median LOW. */
+	/* ...and >= 90% of HIGH start before the median LOW. */
 	CHECK(high_before_median_low * 10 >= PRIO_N * 9);
-	/* Q-TGT-3: a queue targeting HIGH behaves like HIGH work: submitted
+	/* A queue targeting HIGH behaves like HIGH work: submitted
 	 * after the HIGH items (FIFO behind them), it still starts before
 	 * most LOW items. */
 	int low_before_targeted = 0;
@@ -240,7 +237,7 @@ test_blocked_workers(void)
 	CHECK(ms < 2000.0); /* compensation reacts in milliseconds */
 }
 
-/* ---- POOL-1: 64 tasks that each sleep 1 s ---------------------------------- */
+/* ---- 64 tasks that each sleep 1 s ------------------------------------------ */
 
 #define SLEEPERS 64
 

@@ -1,11 +1,9 @@
 /*
- * Ports of libdispatch's queue tests (tests/dispatch_*.c, ANCHORS.md §1.12),
- * scaled for CI: pingpong (group-based hops between two serial queues),
- * cascade (items flowing through a chain of serial queues, FIFO at every
- * stage), starfish (all-to-all ping / pong between many serial queues).
- *
- * Spec: SEED-FEATURES.md §1.1 (FIFO, queues run concurrently), §8.1
- * AT-DQ-06.
+ * Ports of libdispatch's queue tests (tests/dispatch_*.c), scaled for CI:
+ * pingpong (group-based hops between two serial queues), cascade (items
+ * flowing through a chain of serial queues, FIFO at every stage), starfish
+ * (all-to-all ping / pong between many serial queues): every task on the
+ * queue it was sent to, in order, none lost.
  */
 #include "queue_helpers.h"
 

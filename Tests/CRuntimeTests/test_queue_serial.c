@@ -1,13 +1,12 @@
 /*
- * Serial queues: FIFO, one task at a time, labels and thread names, the
- * Cookbook's 5.11 golden output, lifetime, context and finalizer, sync,
- * completion callbacks, suspension, inactive queues, the current queue.
- *
- * Spec (shared/spec/SEED-FEATURES.md §8.1, §8.6): AT-DQ-06, AT-DQ-07,
- * AT-DQ-08, Q-LABEL-2, C-5.11 / AT-DQ-10, AT-DQ-11 / Q-CTX-1 / Q-CTX-2,
- * AT-DQ-12, AT-DQ-13, AT-DQ-15, AT-DQ-22, SUSP-1, AT-DQ-09, ASYNC-1,
- * AT-DQ-29 (and 4 producers x 100,000), AT-MIG-01, AT-MIG-02,
- * AT-MIG-06 (serial); libdispatch's queue_finalizer and thread_name tests.
+ * Serial queues: FIFO, one task at a time, separate serial queues side by
+ * side, labels and thread names, the exact output of three tasks printing
+ * five lines each (the queue released right after submitting them),
+ * lifetime, context and finalizer, async then sync, completion callbacks,
+ * suspension, inactive queues, the current queue, nested async, many
+ * producers (16 x 10,000 and 4 x 100,000), a serial queue as a lock and as
+ * a producer-consumer channel; after libdispatch's queue_finalizer and
+ * thread_name tests.
  */
 #include "queue_helpers.h"
 
@@ -15,7 +14,7 @@
 
 #define WAIT_MS 10000 /* "it never happened": far beyond any correct run */
 
-/* ---- AT-DQ-06: FIFO, one at a time ---------------------------------------- */
+/* ---- FIFO, one at a time -------------------------------------------------- */
 
 #define FIFO_N 1000
 
@@ -73,7 +72,7 @@ test_fifo_one_at_a_time(void)
 	sem_destroy(&s.done);
 }
 
-/* ---- AT-DQ-07: separate serial queues run concurrently -------------------- */
+/* ---- separate serial queues run concurrently ------------------------------ */
 
 #define RDV_QUEUES 4
 
@@ -130,7 +129,7 @@ test_serial_queues_run_concurrently(void)
 		sq_release(qs[i]);
 }
 
-/* ---- AT-DQ-08, Q-LABEL-2: labels and thread names ------------------------- */
+/* ---- labels and thread names ---------------------------------------------- */
 
 struct label_probe {
 	char current_label[128];
@@ -238,7 +237,7 @@ test_labels(void)
 	sq_release(dup2);
 }
 
-/* ---- C-5.11 / AT-DQ-10: golden output, release right after submitting ----- */
+/* ---- three tasks' exact output, release right after submitting ------------ */
 
 struct golden {
 	char text[2048];
@@ -312,8 +311,8 @@ golden_expected(void)
 	return expected;
 }
 
-/* variant 0: release once right after submitting (C-5.11);
- * variant 1: retain, then release twice while tasks are pending (AT-DQ-10). */
+/* variant 0: release once right after submitting;
+ * variant 1: retain, then release twice while tasks are pending. */
 static void
 run_golden(int variant)
 {
@@ -345,13 +344,13 @@ run_golden(int variant)
 }
 
 static void
-test_cookbook_5_11(void)
+test_release_after_submitting(void)
 {
 	run_golden(0);
 	run_golden(1);
 }
 
-/* ---- AT-DQ-11: context and finalizer (Listing 3-3) ------------------------- */
+/* ---- context and finalizer: a queue that frees its context data ------------ */
 
 typedef struct {
 	int magic;
@@ -470,7 +469,7 @@ test_context_and_finalizer(void)
 	CHECK_EQ(atomic_load(&finalizer_calls), 1);
 	CHECK(finalizer_arg == data);
 
-	/* Q-CTX-3: the context reads the same from a task of the queue. */
+	/* The context reads back as set, and NULL once cleared. */
 	static int marker;
 	q = sq_queue_create("com.example.ReadContext", NULL);
 	sq_set_context(q, &marker);
@@ -483,7 +482,7 @@ test_context_and_finalizer(void)
 	sem_destroy(&finalizer_sem);
 }
 
-/* ---- AT-DQ-12 / AT-DQ-13: async then sync, sync blocks, sync inline -------- */
+/* ---- async then sync, sync blocks, sync inline ----------------------------- */
 
 struct four_lines {
 	atomic_int seq;
@@ -542,7 +541,7 @@ sync_from_thread(void *arg)
 static void
 test_async_then_sync(void)
 {
-	/* The four-line example of §1.8. */
+	/* async some work, then sync more work: the sync returns after both. */
 	for (int round = 0; round < 50; round++) {
 		struct four_lines f;
 		memset(&f, 0, sizeof(f));
@@ -557,7 +556,7 @@ test_async_then_sync(void)
 		sq_release(q);
 	}
 
-	/* AT-DQ-13: sync returns after the work, flag visible. */
+	/* sync returns after the work, flag visible. */
 	sq_queue_t q = sq_queue_create("com.example.sync", NULL);
 	bool flag = false;
 	uint64_t start = sqt_now_ns();
@@ -696,7 +695,7 @@ test_suspension_against_drain(void)
 	sq_release(q);
 }
 
-/* ---- AT-DQ-15: completion callback (average_async, Listing 3-4) ----------- */
+/* ---- completion callback (average_async) ---------------------------------- */
 
 static char callback_key;
 
@@ -797,7 +796,7 @@ test_completion_callback(void)
 	sem_destroy(&callback_sem);
 }
 
-/* ---- AT-DQ-22 / SUSP-1: suspension is counted, between tasks -------------- */
+/* ---- suspension is counted, between tasks --------------------------------- */
 
 struct susp {
 	sem_t a_started, a_release;
@@ -862,7 +861,7 @@ test_suspension(void)
 	CHECK_EQ(atomic_load(&s.b_ran), 1);
 	CHECK(s.b_seq < s.c_seq);
 
-	/* SUSP-1: an idle suspended queue holds new work until resumed. */
+	/* An idle suspended queue holds new work until resumed. */
 	memset(&s, 0, sizeof(s));
 	sq_suspend(q);
 	sq_async_f(q, &s, susp_b);
@@ -871,7 +870,8 @@ test_suspension(void)
 	uint64_t resumed = sqt_now_ns();
 	sq_resume(q);
 	CHECK(sqt_wait_int(&s.b_ran, 1, WAIT_MS));
-	/* Spec: within 50 ms; allow for a loaded machine. */
+	/* Promptly after the resume (50 ms on a quiet machine); allow for a
+	 * loaded one. */
 	CHECK((double)(s.b_time - resumed) / 1e6 < 1000.0);
 
 	sq_release(q);
@@ -969,7 +969,7 @@ test_initially_inactive(void)
 	sq_release(c2);
 }
 
-/* ---- AT-DQ-09: the current queue ------------------------------------------- */
+/* ---- the current queue ----------------------------------------------------- */
 
 struct current_probe {
 	sq_queue_t q, q2;
@@ -1038,7 +1038,7 @@ test_current_queue(void)
 	sem_destroy(&p.done);
 }
 
-/* ---- ASYNC-1: nested async on the same serial queue ------------------------ */
+/* ---- nested async on the same serial queue --------------------------------- */
 
 static atomic_int foo_calls;
 static sq_queue_t queueA;
@@ -1066,7 +1066,7 @@ test_nested_async(void)
 	sq_release(queueA);
 }
 
-/* ---- AT-DQ-29: many producers on one serial queue ------------------------ */
+/* ---- many producers on one serial queue ---------------------------------- */
 
 #define MAX_PRODUCERS 16
 
@@ -1157,11 +1157,11 @@ test_producers(void)
 {
 	/* 4 producers x 100,000 */
 	run_producers(4, SQT_SCALE(100000, 25000));
-	/* AT-DQ-29: 16 threads x 10,000 */
+	/* 16 threads x 10,000 */
 	run_producers(16, SQT_SCALE(10000, 2500));
 }
 
-/* ---- AT-MIG-01 / AT-MIG-02: async lock, sync critical section ------------- */
+/* ---- a serial queue as a lock: async updates, sync critical section ------- */
 
 #define LOCK_THREADS 8
 #define LOCK_PER_THREAD SQT_SCALE(10000, 2000)
@@ -1234,7 +1234,7 @@ test_async_lock(void)
 	if (!SQT_SANITIZED)
 		CHECK(atomic_load(&lockq.max_cpu_ns_per_call) < 10000);
 
-	/* AT-MIG-02: sync as a critical section from several threads. */
+	/* sync as a critical section from several threads. */
 	sqt_run_threads(4, sync_lock_thread, NULL, 0);
 	sq_sync_f(lockq.serial_queue, &value, read_lock_counter);
 	CHECK_EQ(value, (long)LOCK_THREADS * LOCK_PER_THREAD + 4 * 1000);
@@ -1242,7 +1242,7 @@ test_async_lock(void)
 	sq_release(lockq.serial_queue);
 }
 
-/* ---- AT-MIG-06: producer-consumer on a serial queue ----------------------- */
+/* ---- producer-consumer on a serial queue ---------------------------------- */
 
 #define PC_ITEMS 10000
 
@@ -1283,7 +1283,7 @@ main(void)
 	test_fifo_one_at_a_time();
 	test_serial_queues_run_concurrently();
 	test_labels();
-	test_cookbook_5_11();
+	test_release_after_submitting();
 	test_context_and_finalizer();
 	test_async_then_sync();
 	test_fifo_against_drain_end();

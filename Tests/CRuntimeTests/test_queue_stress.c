@@ -6,8 +6,6 @@
  * run twice (a per-task counter, all == 1, and a total), a serial queue
  * never runs two tasks at once and keeps each producer's order, and every
  * queue's finalizer runs once after the final release.
- *
- * Spec: SEED-FEATURES.md AT-DQ-29 (per-submitter FIFO under load).
  */
 #include "queue_helpers.h"
 

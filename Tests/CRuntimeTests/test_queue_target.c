@@ -2,12 +2,10 @@
  * Target queues and queue-specific data: a serial target serialises every
  * queue that targets it, retargeting, suspension of a target, queue-specific
  * keys through target chains, sq_assert_queue / sq_assert_queue_not (the
- * passing cases; the failing ones are in test_queue_misuse.c).
- *
- * Spec (SEED-FEATURES.md §1.4, §8.1): Q-TGT-1, Q-TGT-2 (two serial queues
- * targeting one serial queue never run at once; a concurrent queue
- * targeting a serial queue is serial), §1.10 / §1.15 queue-specific keys;
- * libdispatch's context_for_key test.
+ * passing cases; the failing ones are in test_queue_misuse.c). Two serial
+ * queues targeting one serial queue never run at once; a concurrent queue
+ * targeting a serial queue is serial. After libdispatch's context_for_key
+ * test.
  */
 #include "queue_helpers.h"
 
@@ -76,7 +74,7 @@ test_two_serial_onto_one(void)
 	sq_release(t);
 }
 
-/* ---- Q-TGT-1: a concurrent queue targeting a serial queue is serial ------- */
+/* ---- a concurrent queue targeting a serial queue is serial ---------------- */
 
 static void
 sleepy_exclusive_task(void *arg)
@@ -120,7 +118,7 @@ test_concurrent_onto_serial(void)
 	sq_release(s);
 }
 
-/* ---- Q-TGT-2: shared isolation through targeting --------------------------- */
+/* ---- shared isolation through targeting ------------------------------------ */
 
 static void
 test_shared_isolation(void)

@@ -1,8 +1,8 @@
 /*
- * Semaphores: the uncontended path makes no system call (SEM-3), timeouts
- * (SEM-4), one signal wakes one waiter, the semaphore as a lock over
- * sq_apply_f (libdispatch's dispatch_sema test), limiting a resource
- * (SEM-1, seed 000's file-descriptor example), ping-pong, timeouts racing
+ * Semaphores: the uncontended path makes no system call, timeouts, one
+ * signal wakes one waiter, the semaphore as a lock over sq_apply_f
+ * (libdispatch's dispatch_sema test), limiting a resource (at most N
+ * holders, like a pool of file descriptors), ping-pong, timeouts racing
  * signals without losing a unit, and the misuse reports.
  */
 #include "wait_helpers.h"
@@ -59,7 +59,7 @@ test_create(void)
 	sq_release(s);
 }
 
-/* SEM-3: 1e6 uncontended pairs, zero futex calls, well under a second. */
+/* 1e6 uncontended pairs, zero futex calls, well under a second. */
 static void
 test_fast_path(void)
 {
@@ -98,7 +98,7 @@ test_fast_path(void)
 	sq_release(s);
 }
 
-/* SEM-4: a timed wait on an empty semaphore, monotonic and wall clock. */
+/* A timed wait on an empty semaphore, monotonic and wall clock. */
 static void
 test_timeout(void)
 {
@@ -233,7 +233,7 @@ test_lock_over_apply(void)
 	sq_release(apply_lock);
 }
 
-/* SEM-1: at most N holders at once (seed 000 §3.7's fd example). */
+/* At most N holders at once (a semaphore guarding N file descriptors). */
 enum { UNITS = 3, TASKS = 20 };
 static sq_semaphore_t resource_sema, resource_done;
 static int32_t holders, max_holders, completed;
@@ -274,7 +274,8 @@ test_limit_resource(void)
 	resource_sema = sq_semaphore_create(UNITS);
 	resource_done = sq_semaphore_create(0);
 
-	/* On the global queue, as in the seed. */
+	/* On the global queue, where all the tasks could run at once: the
+	 * semaphore is what limits them. */
 	sq_queue_t global = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 	for (int i = 0; i < TASKS; i++)
 		sq_async_f(global, (void *)(intptr_t)10, use_resource);

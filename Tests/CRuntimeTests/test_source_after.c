@@ -5,10 +5,6 @@
  * deadlines, deadlines in the past, SQ_TIME_FOREVER never runs, an after
  * into a suspended queue waits for the resume, a cancelled work item never
  * runs and an uncancelled one runs at or after its deadline.
- *
- * Spec: SEED-FEATURES.md §1.11 (sq_after), §2.11; DESIGN.md §3 event
- * ("sq_after is a timer entry, not a whole source"); ANCHORS.md §1.12
- * dispatch_after.
  */
 #include "source_helpers.h"
 

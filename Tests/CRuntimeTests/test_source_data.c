@@ -4,9 +4,6 @@
  * concurrent queue, events coalesce while the handler is queued, running or
  * the source is suspended, merges before activation are delivered after it,
  * OR masks, REPLACE keeping the last value, get_handle / get_mask.
- *
- * Spec: SEED-FEATURES.md §2.4, §2.5, §2.7, §2.17; AT-SRC-01, AT-SRC-03,
- * AT-SRC-04, AT-SRC-29, AT-SRC-32 (data half).
  */
 #include "source_helpers.h"
 
@@ -143,7 +140,7 @@ test_add_from_8_threads(void)
 	sq_release(q);
 }
 
-/* ---- AT-SRC-03: a slow handler on a concurrent queue --------------------------- */
+/* ---- a slow handler on a concurrent queue -------------------------------------- */
 
 static void
 test_slow_handler_never_overlaps(void)
@@ -231,7 +228,7 @@ test_merge_from_own_handler(void)
 	sq_release(self_done);
 }
 
-/* ---- AT-SRC-04: coalescing while the handler is pending ------------------------- */
+/* ---- coalescing while the handler is pending ------------------------------------ */
 
 static void
 test_coalesce_on_suspended_queue(sq_source_type_t type, uintptr_t mask,
@@ -267,7 +264,7 @@ test_coalesce_on_suspended_queue(sq_source_type_t type, uintptr_t mask,
 
 /* ---- suspending the source itself ----------------------------------------------- */
 
-/* AT-SRC-29 (suspend_count 2) and SEED §2.7 (suspend_count 1). */
+/* Suspended once, or twice (then one resume is not enough). */
 static void
 test_coalesce_while_suspended(sq_source_type_t type, uintptr_t mask,
 		int suspend_count, const unsigned long *values, int n,
@@ -296,7 +293,7 @@ test_coalesce_while_suspended(sq_source_type_t type, uintptr_t mask,
 	finish(&r);
 }
 
-/* ---- AT-SRC-01: merges before activation ---------------------------------------- */
+/* ---- merges before activation --------------------------------------------------- */
 
 static void
 test_merge_before_activation(void)

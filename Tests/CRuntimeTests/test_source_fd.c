@@ -4,14 +4,11 @@
  * ProcessContentsOfFile on a regular file (get_data = bytes remaining) and
  * on a socketpair; a reader whose data was stolen keeps its queue moving;
  * WriteDataToFile; a write source firing at once; a TCP server on loopback
- * accepting 100 connections (seed 004's shape); a read and a write source
- * on one descriptor (libdispatch io_muxed); cancel while a handler runs; a
- * descriptor closed and its number reused under a live source.
- *
- * Spec: SEED-FEATURES.md §2.6, §2.12, §2.13; AT-SRC-02, AT-SRC-05,
- * AT-SRC-06, AT-SRC-17, AT-SRC-18, AT-SRC-19, AT-SRC-31; DESIGN.md §3
- * (one registration per fd; closed / reused fds handled); ANCHORS.md §1.12
- * dispatch_read, dispatch_io_muxed.
+ * accepting 100 connections (a listening source, one read source per
+ * connection); a read and a write source on one descriptor (libdispatch
+ * io_muxed); cancel while a handler runs; a descriptor closed and its
+ * number reused under a live source (one registration per fd). After
+ * libdispatch's dispatch_read and dispatch_io_muxed tests.
  */
 #include "source_helpers.h"
 
@@ -41,7 +38,7 @@ tmp_path(char *buf, size_t len, const char *name)
 	snprintf(buf, len, "%s/%s", tmpdir, name);
 }
 
-/* ---- AT-SRC-02 / AT-SRC-05: hello on a pipe; the cancel handler closes ---------- */
+/* ---- hello on a pipe; the cancel handler closes --------------------------------- */
 
 struct hello {
 	sq_source_t src;
@@ -237,7 +234,7 @@ test_pipe_1mib(void)
 	free(b);
 }
 
-/* ---- AT-SRC-17 (a): ProcessContentsOfFile on a regular file --------------------- */
+/* ---- ProcessContentsOfFile on a regular file ------------------------------------ */
 
 struct file_reader {
 	sq_source_t src;
@@ -354,7 +351,7 @@ process_contents_of_file(size_t size, bool cancel_at_eof)
 	unlink(path);
 }
 
-/* ---- AT-SRC-17 (b): a socketpair whose peer writes 3 chunks, then closes -------- */
+/* ---- a socketpair whose peer writes 3 chunks, then closes ----------------------- */
 
 struct sock_reader {
 	sq_source_t src;
@@ -443,7 +440,7 @@ test_socketpair_chunks(void)
 	sq_release(r.cancel_sem);
 }
 
-/* ---- AT-SRC-18: a stolen read keeps the queue moving ------------------------------ */
+/* ---- a stolen read keeps the queue moving ----------------------------------------- */
 
 struct steal {
 	sq_source_t src;
@@ -548,7 +545,7 @@ test_stolen_read(void)
 	sq_release(s.cancelled);
 }
 
-/* ---- AT-SRC-19: WriteDataToFile; AT-SRC-31: writable at once ------------------------ */
+/* ---- WriteDataToFile; a write source fires at once ---------------------------------- */
 
 struct writer {
 	sq_source_t src;
@@ -634,7 +631,7 @@ test_write_data_to_file(void)
 	CHECK_EQ(bad, 0);
 	unlink(path);
 
-	/* Pipe variant; AT-SRC-31: a fresh pipe is writable at once. */
+	/* Pipe variant: a fresh pipe is writable at once. */
 	int p[2];
 	CHECK_EQ(pipe(p), 0);
 	set_nonblock(p[1]);
@@ -647,7 +644,7 @@ test_write_data_to_file(void)
 	close(p[0]);
 }
 
-/* ---- TCP on loopback: accept 100 connections (seed 004 §8.2) ---------------------- */
+/* ---- TCP on loopback: accept 100 connections -------------------------------------- */
 
 #define NCONN 100
 
@@ -903,7 +900,7 @@ test_io_muxed(void)
 	close(lfd);
 }
 
-/* ---- AT-SRC-06: cancel while the handler runs ---------------------------------------- */
+/* ---- cancel while the handler runs --------------------------------------------------- */
 
 struct inflight {
 	sq_source_t src;
@@ -955,7 +952,7 @@ test_cancel_in_flight(void)
 	CHECK(sem_wait_ms(f.started, 10000));
 	sq_source_cancel(f.src);
 	CHECK(sq_source_testcancel(f.src) != 0);
-	sq_source_cancel(f.src); /* SRC-CANCEL-2: harmless */
+	sq_source_cancel(f.src); /* a second cancel is harmless */
 	CHECK_EQ(write(p[1], "more", 4), 4);
 	CHECK(sem_wait_ms(f.cancel_sem, 10000));
 	settle();

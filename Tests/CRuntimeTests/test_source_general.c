@@ -8,10 +8,6 @@
  * target queue alive, changing the target queue (a queued handler stays,
  * later ones move), replacing the event handler, handlers let go at cancel
  * (breaking source <-> handler cycles), get_handle of timer / data sources.
- *
- * Spec: SEED-FEATURES.md §2.4, §2.6, §2.8, §2.9, §2.10; AT-SRC-05 (order),
- * AT-SRC-06, AT-SRC-07, AT-SRC-08, AT-SRC-09, AT-SRC-10, AT-SRC-28,
- * AT-SRC-30, AT-SRC-32, SRC-CANCEL-2.
  */
 #include "source_helpers.h"
 
@@ -116,7 +112,7 @@ gen_free(struct gen *g)
 	free(g);
 }
 
-/* ---- AT-SRC-07 / SRC-CANCEL-2: cancel is final and idempotent ------------------- */
+/* ---- cancel is final and idempotent --------------------------------------------- */
 
 static void
 test_cancel_is_final(void)
@@ -148,7 +144,7 @@ test_cancel_is_final(void)
 	gen_free(g);
 }
 
-/* ---- AT-SRC-06 / AT-SRC-28: cancel (and release) while a handler runs --------- */
+/* ---- cancel (and release) while a handler runs -------------------------------- */
 
 static void
 test_cancel_release_in_flight(bool release)
@@ -173,7 +169,7 @@ test_cancel_release_in_flight(bool release)
 	gen_free(g);
 }
 
-/* ---- AT-SRC-08: changing the target queue ---------------------------------------- */
+/* ---- changing the target queue --------------------------------------------------- */
 
 static void
 test_change_target(void)
@@ -214,7 +210,7 @@ test_change_target(void)
 	gen_free(g);
 }
 
-/* ---- AT-SRC-09: context data freed by the cancel handler ------------------------ */
+/* ---- context data freed by the cancel handler ----------------------------------- */
 
 static atomic_int ctx_matches;
 static sq_semaphore_t ctx_sem;
@@ -257,7 +253,7 @@ test_context_freed_by_cancel(void)
 	sq_release(ctx_sem);
 }
 
-/* ---- AT-SRC-10: retain, cancel, release twice ----------------------------------- */
+/* ---- retain, cancel, release twice ---------------------------------------------- */
 
 static void
 test_refcount_cancel_before_free(void)
@@ -276,7 +272,7 @@ test_refcount_cancel_before_free(void)
 	gen_free(g);
 }
 
-/* ---- AT-SRC-30: a source keeps its target queue alive --------------------------- */
+/* ---- a source keeps its target queue alive -------------------------------------- */
 
 static sq_semaphore_t q_final;
 static atomic_int q_finalized;
@@ -433,7 +429,7 @@ test_replace_and_let_go(void)
 	sq_release(repl_sem);
 }
 
-/* ---- AT-SRC-32: get_handle of timer and custom sources ---------------------------- */
+/* ---- get_handle of timer and custom sources --------------------------------------- */
 
 static void
 test_get_handle_zero(void)

@@ -11,10 +11,10 @@
  * signal numbers (EINVAL), process events Linux cannot report (ENOTSUP) —
  * then a data source, a timer and an sq_after still deliver.
  *
- * Spec: DESIGN.md §2 error policy and §6 ("every misuse ... has a test
- * that runs it in a child process and checks the message; every
- * outside-world failure has a test that checks the error and that the
- * runtime keeps working afterwards"); source.h.
+ * The error policy (docs/ARCHITECTURE.md): every misuse has a test that
+ * runs it in a child process and checks the message; every outside-world
+ * failure has a test that checks the error and that the runtime keeps
+ * working afterwards; the calls are source.h's.
  *
  * The parent calls no runtime function until the crash cases are done, so
  * each child starts the runtime from scratch. Each child arms a 10 s alarm.

@@ -5,12 +5,9 @@
  * was made, pids that do not exist (a reaped child, pids out of range: the
  * exit is delivered at once, as Darwin's libdispatch does), events Linux
  * cannot report (ENOTSUP), bad masks (EINVAL), MonitorParentProcess in a
- * grandchild (a
- * self-owned source that cancels and releases itself), and a self-owned
- * source letting its target queue go.
- *
- * Spec: SEED-FEATURES.md §2.10, §2.16; AT-SRC-11, AT-SRC-26, AT-SRC-27,
- * SRC-PROC-2; source.h (SQ_PROC_*).
+ * grandchild (a self-owned source that cancels and releases itself), and a
+ * self-owned source letting its target queue go. The event bits are
+ * source.h's SQ_PROC_*.
  *
  * Children block in read() on a pipe until told to exit: they call nothing
  * but async-signal-safe functions, since the runtime's threads do not
@@ -77,7 +74,7 @@ release_child(struct child *c)
 	close(c->gate);
 }
 
-/* ---- AT-SRC-26: MonitorParentProcess, in a grandchild ------------------------------ */
+/* ---- MonitorParentProcess, in a grandchild ----------------------------------------- */
 
 struct grandchild_report {
 	pid_t pid;
@@ -218,7 +215,7 @@ test_monitor_parent_process(void)
 	prctl(PR_SET_CHILD_SUBREAPER, 0);
 }
 
-/* ---- AT-SRC-27: a child's exit ------------------------------------------------------ */
+/* ---- a child's exit ----------------------------------------------------------------- */
 
 struct watch {
 	sq_source_t src;
@@ -326,7 +323,7 @@ test_child_exit(void)
 	watch_free(w);
 }
 
-/* ---- SRC-PROC-2: a process that already exited (a zombie) -------------------------- */
+/* ---- a process that already exited (a zombie) -------------------------------------- */
 
 static void
 test_already_exited(void)
@@ -432,7 +429,7 @@ test_bad_input(void)
 	}
 }
 
-/* ---- AT-SRC-11: a self-owned source lets its queue go -------------------------------- */
+/* ---- a self-owned source lets its queue go ------------------------------------------- */
 
 static sq_semaphore_t self_sem, queue_gone;
 static atomic_int self_cancelled;

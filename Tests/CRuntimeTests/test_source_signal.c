@@ -11,10 +11,10 @@
  * (or sq_resume of an inactive source) returns reaches the source, never
  * the default action, round after round.
  *
- * Spec: SEED-FEATURES.md §2.15; AT-SRC-23, AT-SRC-24, AT-SRC-25; the header
- * (source.h, SQ_SOURCE_TYPE_SIGNAL): "While a signal source is active the
- * signal is caught ... the previous disposition, SIG_IGN or a program
- * handler, comes back when the last source for that signal is cancelled."
+ * The contract is the header's (source.h, SQ_SOURCE_TYPE_SIGNAL): "While
+ * a signal source is active the signal is caught ... the previous
+ * disposition, SIG_IGN or a program handler, comes back when the last
+ * source for that signal is cancelled."
  *
  * The child tests run first, while this process has no runtime threads, so
  * the children start the runtime from scratch.
@@ -131,7 +131,7 @@ small_wait(void)
 	sqt_sleep_ms(10);
 }
 
-/* ---- AT-SRC-25 in a child: SIGTERM is caught, and the default comes back ------ */
+/* ---- in a child: SIGTERM is caught, and the default comes back ---------------- */
 
 enum {
 	CHILD_NO_REGISTRATION = 10,
@@ -240,7 +240,7 @@ test_raise_right_after_activate(void)
 				"%d\n", WEXITSTATUS(status));
 }
 
-/* ---- AT-SRC-24: signals that cannot be watched ------------------------------------ */
+/* ---- signals that cannot be watched ----------------------------------------------- */
 
 static atomic_int data_calls;
 static sq_semaphore_t data_sem;
@@ -287,7 +287,7 @@ test_unsupported_signals(void)
 	sq_release(data_sem);
 }
 
-/* ---- AT-SRC-23: InstallSignalHandler for SIGHUP ------------------------------------ */
+/* ---- InstallSignalHandler for SIGHUP ----------------------------------------------- */
 
 static void
 test_sighup(void)
@@ -343,7 +343,7 @@ test_sighup(void)
 	raise(SIGHUP); /* and harmless */
 }
 
-/* ---- AT-SRC-25: the program's own handler comes back ------------------------------ */
+/* ---- the program's own handler comes back ----------------------------------------- */
 
 static atomic_int program_handler_calls;
 

@@ -5,12 +5,8 @@
  * the handler and disarming, leeway coalescing of overlapping windows and
  * SQ_TIMER_STRICT, wall-clock starts (also on the main queue), no early and
  * no drifting fires, 10,000 one-shot timers, huge intervals, cancelling a
- * suspended timer.
- *
- * Spec: SEED-FEATURES.md §2.7, §2.11; AT-SRC-12, AT-SRC-13, AT-SRC-14,
- * AT-SRC-15, AT-SRC-16, SRC-TIMER-4, AT-SRC-32 (timer half); libdispatch's
- * timer, suspend_timer, timer_set_time, timer_bit31 and timer_bit63 tests
- * (ANCHORS.md §1.12), scaled down.
+ * suspended timer. After libdispatch's timer, suspend_timer,
+ * timer_set_time, timer_bit31 and timer_bit63 tests, scaled down.
  *
  * Timing policy: "not early" is checked exactly (the handler runs at or
  * after the deadline, 1 ms slack only for the wall clock); upper bounds are
@@ -222,7 +218,7 @@ test_start_now_one_shot(void)
 	tim_free(t);
 }
 
-/* ---- AT-SRC-16 / suspend_timer: suspension coalesces fires -------------------- */
+/* ---- suspend_timer: suspension coalesces fires -------------------------------- */
 
 static void
 test_suspend_coalesces(void)
@@ -246,7 +242,7 @@ test_suspend_coalesces(void)
 	tim_free(t);
 }
 
-/* ---- AT-SRC-14: a slow handler makes fires coalesce ------------------------- */
+/* ---- a slow handler makes fires coalesce ------------------------------------ */
 
 static void
 test_slow_handler_coalesces(void)
@@ -369,7 +365,7 @@ test_leeway_coalescing(void)
 	CHECK(apart);
 }
 
-/* ---- AT-SRC-12 (b) / AT-SRC-13: no early fire, no drift -------------------------- */
+/* ---- no early fire, no drift ----------------------------------------------------- */
 
 static void
 test_no_early_no_drift(void)
@@ -396,7 +392,7 @@ test_no_early_no_drift(void)
 	tim_free(t);
 }
 
-/* ---- AT-SRC-15: wall-clock start ------------------------------------------------ */
+/* ---- wall-clock start ----------------------------------------------------------- */
 
 static void
 test_walltime_start(void)
@@ -428,7 +424,7 @@ test_walltime_start(void)
 	tim_free(t);
 }
 
-/* ---- AT-SRC-12 (a): CreateDispatchTimer on the main queue ------------------------ */
+/* ---- CreateDispatchTimer on the main queue --------------------------------------- */
 
 static atomic_int main_fires;
 static atomic_int main_off_thread;
@@ -581,7 +577,7 @@ test_huge_intervals(void)
 	tim_free(t);
 }
 
-/* ---- SRC-TIMER-4 / suspended cancel: the cancel handler waits for resume ------ */
+/* ---- suspended cancel: the cancel handler waits for resume -------------------- */
 
 static void
 test_cancel_suspended_timer(void)

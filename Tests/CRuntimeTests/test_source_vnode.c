@@ -3,13 +3,10 @@
  * (two renames seen, the source keeps watching; the context string is freed
  * and the fd closed by the cancel handler), renames coalescing while the
  * source is suspended, WRITE / EXTEND on writes, ATTRIB on chmod, LINK on a
- * new hard link, DELETE on unlink, seed 004's "watch folder" (WRITE when a
+ * new hard link, DELETE on unlink, a "watch folder" example (WRITE when a
  * file is created in the directory, DELETE when it is removed), and
- * creation errors (EBADF on a closed fd, EINVAL on bad masks).
- *
- * Spec: SEED-FEATURES.md §2.7, §2.9, §2.14; AT-SRC-09 (context freed by
- * the cancel handler), AT-SRC-20, AT-SRC-21, AT-SRC-22, SRC-VNODE-1,
- * SRC-VNODE-2; source.h (SQ_VNODE_*).
+ * creation errors (EBADF on a closed fd, EINVAL on bad masks); the mask
+ * bits are source.h's SQ_VNODE_*.
  *
  * Ordering trick: inotify reports the events of all watches of one
  * instance in one queue, in order, and the runtime reads them in order. So
@@ -82,7 +79,7 @@ static void
 vn_cancel(void *ctx)
 {
 	struct vn *v = ctx;
-	free(v->name); /* AT-SRC-09: the context data goes here */
+	free(v->name); /* the context data is freed here */
 	v->name = NULL;
 	/* Counts successful closes: the fd was open, and is no more. */
 	if (close(v->fd) == 0)
@@ -167,7 +164,7 @@ vn_free(struct vn *v)
 	free(v);
 }
 
-/* ---- AT-SRC-20: MonitorNameChangesToFile ------------------------------------------ */
+/* ---- MonitorNameChangesToFile ----------------------------------------------------- */
 
 static void
 test_rename_twice(void)
@@ -200,7 +197,7 @@ test_rename_twice(void)
 	unlink(c);
 }
 
-/* ---- AT-SRC-21: renames coalesce while suspended --------------------------------- */
+/* ---- renames coalesce while suspended -------------------------------------------- */
 
 static void
 test_coalesce_while_suspended(void)
@@ -235,7 +232,7 @@ test_coalesce_while_suspended(void)
 	unlink(w);
 }
 
-/* ---- AT-SRC-22: write / extend / attrib / link / delete on a file ---------------- */
+/* ---- write / extend / attrib / link / delete on a file --------------------------- */
 
 static void
 test_file_events(void)
@@ -314,7 +311,7 @@ test_mask_limits_events(void)
 	unlink(w);
 }
 
-/* ---- SRC-VNODE-1: seed 004's watch folder ------------------------------------------ */
+/* ---- watch a folder: files created and removed ------------------------------------- */
 
 static atomic_int dir_changed, dir_deleted;
 
@@ -380,7 +377,7 @@ test_bad_input(void)
 			SQ_VNODE_DELETE, NULL) == NULL);
 	CHECK_EQ(errno, EBADF);
 
-	/* SRC-VNODE-2: the example's message when the open fails. */
+	/* The watch-folder example's message when the open fails. */
 	const char *missing = "/nonexistent";
 	errno = 0;
 	int mfd = open(missing, O_RDONLY);

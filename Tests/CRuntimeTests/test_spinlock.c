@@ -1,6 +1,6 @@
 /*
  * Spin lock: mutual exclusion, trylock, and no livelock when the holder is
- * preempted (seed 004 §10.4, and why OSSpinLock was deprecated).
+ * preempted (the livelock that made Apple deprecate OSSpinLock).
  */
 #include "sqtest.h"
 

@@ -25,7 +25,7 @@ private func fail(_ message: String) -> Never {
 }
 
 private func drain() {
-    // seed 002: work on the main queue runs in order, on the main thread.
+    // Work on the main queue runs in order, on the main thread.
     let log = SpinLock()
     nonisolated(unsafe) var order: [Int] = []
     let offMain = AtomicCounter()
@@ -142,7 +142,8 @@ private func mainActorAndExecutor() async {
 }
 
 private func runForever() -> Never {
-    // seed 002: dispatch_main() never returns; a closure ends the program.
+    // Like dispatch_main(), runMain() never returns; a closure ends the
+    // program.
     WorkQueue.global().async {
         WorkQueue.main.async {
             print("runMain: on main thread \(onMainThread()), exiting from a closure")

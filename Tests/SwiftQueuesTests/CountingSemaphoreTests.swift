@@ -1,10 +1,11 @@
-// Semaphore: AT-DQ-24..26, SEM-1..4 of shared/spec/SEED-FEATURES.md.
+// CountingSemaphore: limiting concurrency, timeouts, a signal waking a
+// waiter, waiting forever, the async wait.
 
 import Testing
 import SwiftQueues
 
 @Suite struct CountingSemaphoreTests {
-    /// AT-DQ-24 / SEM-1: at most `value` holders at once; everyone served.
+    /// At most `value` holders at once; everyone served.
     @Test func limitsConcurrencyToItsValue() {
         let semaphore = CountingSemaphore(value: 2)
         let meter = OverlapMeter()
@@ -24,7 +25,7 @@ import SwiftQueues
         #expect(meter.maximum >= 1)
     }
 
-    /// AT-DQ-26 / SEM-4: the timeout, and no unit taken on timeout.
+    /// The timeout, and no unit taken on timeout.
     @Test func waitTimesOutWithoutTakingAUnit() {
         let semaphore = CountingSemaphore(value: 0)
         let start = ContinuousClock.now
@@ -53,7 +54,7 @@ import SwiftQueues
         #expect(answered == rounds)
     }
 
-    /// T-TIME-1: a FOREVER wait blocks until the signal.
+    /// A FOREVER wait blocks until the signal.
     @Test func waitingForeverEndsWithTheSignal() {
         let semaphore = CountingSemaphore(value: 0)
         let signalled = AtomicCounter()

@@ -1,8 +1,7 @@
-// DataBuffer at the Swift level (SEED-FEATURES.md §4.1-4.2, DATA-1..DATA-5):
-// concatenation and subranges that share memory (checked by comparing
-// region addresses), stopping a region walk, seed 004's HTTP chunks parsed
-// across chunk boundaries, the deallocator running exactly once, and the
-// collection API.
+// DataBuffer at the Swift level: concatenation and subranges that share
+// memory (checked by comparing region addresses), stopping a region walk,
+// an HTTP response in 8 chunks parsed across chunk boundaries, the
+// deallocator running exactly once, and the collection API.
 
 #if canImport(Glibc)
 import Glibc
@@ -12,8 +11,7 @@ import Musl
 import Testing
 import SwiftQueues
 
-/// Seed 004's 8 chunks of an HTTP response (§4.1), as a read handler would
-/// receive them.
+/// An HTTP response in 8 chunks, as a read handler would receive them.
 let httpChunks: [String] = [
     "HTTP/1.1 200 OK\r\nDate: Mon, 23 May 2005 22:38",
     ":34 GMT\r\nServer: Apache/1.3.3.7 (Unix) (Red-H",
@@ -62,8 +60,8 @@ func findHeaderEnd(in data: DataBuffer) -> (offset: Int?, regionsVisited: Int) {
 }
 
 @Suite struct DataBufferTests {
-    /// DATA-1: concatenation holds both buffers without copying: two
-    /// regions, (0, 6) and (6, 5), at the original addresses.
+    /// Concatenation holds both buffers without copying: two regions, (0, 6)
+    /// and (6, 5), at the original addresses.
     @Test func concatSharesBothBuffers() {
         let a = DataBuffer(bytes: "Hello ".utf8)
         let b = DataBuffer(bytes: "World".utf8)
@@ -119,8 +117,8 @@ func findHeaderEnd(in data: DataBuffer) -> (offset: Int?, regionsVisited: Int) {
         #expect(baseAddress(of: regions[0]) == baseAddress(of: a).map { $0 + 6 })
     }
 
-    /// DATA-2: a subrange is "lo Wo", in two regions (0, 3) and (3, 2) that
-    /// point into the original buffers.
+    /// A subrange is "lo Wo", in two regions (0, 3) and (3, 2) that point
+    /// into the original buffers.
     @Test func subrangeSharesRegions() {
         let a = DataBuffer(bytes: "Hello ".utf8)
         let b = DataBuffer(bytes: "World".utf8)
@@ -146,8 +144,8 @@ func findHeaderEnd(in data: DataBuffer) -> (offset: Int?, regionsVisited: Int) {
         #expect(c.subdata(in: 6..<11) == b)
     }
 
-    /// DATA-3: a walk that returns false after the first region stops
-    /// there and reports false; a thrown error stops it and is rethrown.
+    /// A walk that returns false after the first region stops there and
+    /// reports false; a thrown error stops it and is rethrown.
     @Test func regionWalkStopsEarly() throws {
         let c = DataBuffer(bytes: "Hello ".utf8) + DataBuffer(bytes: "World".utf8)
             + DataBuffer(bytes: "!".utf8)
@@ -172,10 +170,10 @@ func findHeaderEnd(in data: DataBuffer) -> (offset: Int?, regionsVisited: Int) {
         #expect(DataBuffer().enumerateRegions { _, _, _ in Issue.record("no region"); return true })
     }
 
-    /// DATA-4: seed 004's 8 HTTP chunks concatenated one by one: 351 bytes
-    /// in 8 regions; the header ends at 253 (found in region 6 without
-    /// flattening); the header says Content-Length 131; the body starts
-    /// with "<html>" at 257, inside chunk 5's own buffer.
+    /// The 8 HTTP chunks concatenated one by one: 351 bytes in 8 regions; the
+    /// header ends at 253 (found in region 6 without flattening); the header
+    /// says Content-Length 131; the body starts with "<html>" at 257, inside
+    /// chunk 5's own buffer.
     @Test func httpChunksParseAcrossRegions() {
         var response = DataBuffer()
         var chunks: [DataBuffer] = []
@@ -218,9 +216,9 @@ func findHeaderEnd(in data: DataBuffer) -> (offset: Int?, regionsVisited: Int) {
         #expect(response == DataBuffer(bytes: flat))
     }
 
-    /// DATA-5: a buffer handed over with a custom deallocator is given back
-    /// exactly once, on the given queue, only after the original, its
-    /// subranges, slices and concatenations are all gone.
+    /// A buffer handed over with a custom deallocator is given back exactly
+    /// once, on the given queue, only after the original, its subranges,
+    /// slices and concatenations are all gone.
     @Test func deallocatorRunsOnceAfterEverySharer() {
         let size = 4096
         let memory = malloc(size)!
@@ -264,7 +262,7 @@ func findHeaderEnd(in data: DataBuffer) -> (offset: Int?, regionsVisited: Int) {
         _ = copy
     }
 
-    /// DATA-5 for `.free` and for empty buffers: a malloc'ed buffer is
+    /// The same for `.free` and for empty buffers: a malloc'ed buffer is
     /// taken over without copying; an empty one's deallocator runs at once.
     @Test func freeDeallocatorAndEmptyBuffers() {
         let memory = malloc(16)!

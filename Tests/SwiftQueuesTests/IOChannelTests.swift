@@ -1,7 +1,6 @@
-// IOChannel at the Swift level (SEED-FEATURES.md §4.3-4.4, IO-1, IO-2,
-// IO-4, IO-6): a socket stream read with water marks and a strict
-// interval, random access by path, a large write to a slow reader, the
-// one-shot read and write, their async forms, and the errors (bad and
+// IOChannel at the Swift level: a socket stream read with water marks and a
+// strict interval, random access by path, a large write to a slow reader,
+// the one-shot read and write, their async forms, and the errors (bad and
 // write-only descriptors, a peer that goes away, closing with stop, bad
 // paths). Rendezvous use semaphores with generous timeouts; nothing
 // asserts on how the bytes were split into deliveries.
@@ -130,11 +129,11 @@ final class CleanupLog: Sendable {
 }
 
 @Suite struct IOChannelTests {
-    /// IO-1: a stream channel on a socket, low water 1, a strict 10 ms
-    /// interval; the peer writes the 8 HTTP chunks 5 ms apart and closes.
-    /// Exactly the 351 bytes arrive in order, the last call is done without
-    /// error, the header parses, and after close the cleanup runs once,
-    /// without error, leaving the descriptor as it found it.
+    /// A stream channel on a socket, low water 1, a strict 10 ms interval;
+    /// the peer writes the 8 HTTP chunks 5 ms apart and closes. Exactly the
+    /// 351 bytes arrive in order, the last call is done without error, the
+    /// header parses, and after close the cleanup runs once, without error,
+    /// leaving the descriptor as it found it.
     @Test func streamReadOfHTTPChunks() {
         let (mine, peer) = makeSocketPair()
         let queue = WorkQueue(label: "test.io.stream")
@@ -175,8 +174,8 @@ final class CleanupLog: Sendable {
         close(mine)
     }
 
-    /// IO-2: a random-access channel on a path opens the file lazily and
-    /// reads bytes [4096, 12288) of a 1 MiB file, then signals done.
+    /// A random-access channel on a path opens the file lazily and reads
+    /// bytes [4096, 12288) of a 1 MiB file, then signals done.
     @Test func randomAccessByPath() throws {
         let bytes = ioPattern(1 << 20)
         let path = makeTemporaryFile(bytes)
@@ -205,9 +204,9 @@ final class CleanupLog: Sendable {
         #expect(cleanups.errors == [nil])
     }
 
-    /// IO-4: 10 MiB written through a stream channel to a pipe whose reader
-    /// is slow: the write completes (done, nothing unwritten, no error)
-    /// and the reader receives identical bytes.
+    /// 10 MiB written through a stream channel to a pipe whose reader is
+    /// slow: the write completes (done, nothing unwritten, no error) and the
+    /// reader receives identical bytes.
     @Test func largeWriteToSlowReader() {
         let bytes = ioPattern(10 << 20)
         // Several regions, as a program assembling a response would have.
@@ -266,9 +265,9 @@ final class CleanupLog: Sendable {
         #expect(cleanups.errors == [nil])
     }
 
-    /// IO-6: the one-shot read delivers a 100 KB file in one buffer with no
-    /// error and leaves the descriptor open; the one-shot write reports
-    /// nothing unwritten and the file then holds the bytes.
+    /// The one-shot read delivers a 100 KB file in one buffer with no error
+    /// and leaves the descriptor open; the one-shot write reports nothing
+    /// unwritten and the file then holds the bytes.
     @Test func oneShotReadAndWrite() {
         let bytes = ioPattern(100_000)
         let path = makeTemporaryFile(bytes)

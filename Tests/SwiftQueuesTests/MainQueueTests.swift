@@ -12,8 +12,8 @@ import Foundation
         try runTestProgram("MainQueueChecks", [mode])
     }
 
-    /// AT-DQ-21 at the Swift level: closures sent to the main queue run in
-    /// order on the main thread when it drains; the descriptor signals work.
+    /// Closures sent to the main queue run in order on the main thread when
+    /// it drains; the descriptor signals work.
     @Test func drainMainRunsClosuresInOrderOnTheMainThread() throws {
         let (status, output) = try Self.runChecks("drain")
         #expect(status == 0, "\(output)")
@@ -38,8 +38,8 @@ import Foundation
         #expect(output.contains("returned after the deadline; the delayed closure ran"))
     }
 
-    /// seed 002: dispatch_main() never returns; the program ends from a
-    /// closure on the main queue.
+    /// Like dispatch_main(), runMain() never returns; the program ends from
+    /// a closure on the main queue.
     @Test func runMainServesTheMainQueueUntilExit() throws {
         let (status, output) = try Self.runChecks("run-main")
         #expect(status == 0, "\(output)")

@@ -1,4 +1,4 @@
-// Programmer errors of the operation queue (000 §2.7, SEED-FEATURES §3.14):
+// Programmer errors of procedures and procedure queues:
 // each runs in a child process (an exit test) and must stop it with one
 // line on stderr that names the call and the procedure.
 
@@ -11,7 +11,7 @@ private func errorText(_ result: ExitTest.Result?) -> String {
 }
 
 @Suite struct ProcedureMisuseTests {
-    @Test("AT-OP-25: start() on a procedure that is not ready")
+    @Test("start() on a procedure that is not ready")
     func startWhenNotReady() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let a = BlockProcedure {}
@@ -25,7 +25,7 @@ private func errorText(_ result: ExitTest.Result?) -> String {
             "SwiftQueues: Procedure.start(): 'B' is not ready (1 unfinished dependency)"))
     }
 
-    @Test("AT-OP-26: start() twice")
+    @Test("start() twice")
     func startTwice() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let procedure = BlockProcedure {}
@@ -37,7 +37,7 @@ private func errorText(_ result: ExitTest.Result?) -> String {
             "SwiftQueues: Procedure.start(): 'twice' has already finished; it cannot start again"))
     }
 
-    @Test("AT-OP-26: start() after a cancelled procedure finished")
+    @Test("start() after a cancelled procedure finished")
     func startAfterCancelledFinish() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let procedure = BlockProcedure {}
@@ -49,7 +49,7 @@ private func errorText(_ result: ExitTest.Result?) -> String {
         #expect(errorText(result).contains("'cancelled' has already finished (it was cancelled)"))
     }
 
-    @Test("AT-OP-26: an asynchronous procedure started while it executes")
+    @Test("An asynchronous procedure started while it executes")
     func markExecutingTwice() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             final class Async: Procedure, @unchecked Sendable {
@@ -65,7 +65,7 @@ private func errorText(_ result: ExitTest.Result?) -> String {
             "Procedure.markExecuting(): 'async' was started twice (it is already executing)"))
     }
 
-    @Test("AT-OP-24: setting a completion block on a finished procedure")
+    @Test("Setting a completion block on a finished procedure")
     func completionBlockAfterFinish() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let procedure = BlockProcedure {}
@@ -77,7 +77,7 @@ private func errorText(_ result: ExitTest.Result?) -> String {
             "SwiftQueues: Procedure.completionBlock: 'done' has already finished"))
     }
 
-    @Test("AT-OP-24: setting a completion block on an executing procedure")
+    @Test("Setting a completion block on an executing procedure")
     func completionBlockWhileExecuting() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             final class SelfConfiguring: Procedure, @unchecked Sendable {
@@ -90,7 +90,7 @@ private func errorText(_ result: ExitTest.Result?) -> String {
         #expect(errorText(result).contains("Procedure.completionBlock: 'running' has already started"))
     }
 
-    @Test("AT-OP-04: addExecutionBlock after start")
+    @Test("addExecutionBlock after start")
     func addExecutionBlockAfterStart() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let procedure = BlockProcedure {}
@@ -102,7 +102,7 @@ private func errorText(_ result: ExitTest.Result?) -> String {
             "SwiftQueues: BlockProcedure.addExecutionBlock: 'blocks' has already finished"))
     }
 
-    @Test("C-5.13c: start() on a procedure that is in a queue")
+    @Test("start() on a procedure that is in a queue")
     func startWhileEnqueued() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let queue = ProcedureQueue(name: "held")
@@ -116,7 +116,7 @@ private func errorText(_ result: ExitTest.Result?) -> String {
             "SwiftQueues: Procedure.start(): 'queued' is in a ProcedureQueue; the queue starts it"))
     }
 
-    @Test("AT-OP-16 / C-5.14d: a cycle of two is reported, naming both")
+    @Test("A cycle of two is reported, naming both")
     func cycleOfTwo() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let a = BlockProcedure {}

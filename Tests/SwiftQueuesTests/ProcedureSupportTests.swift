@@ -168,7 +168,7 @@ final class ProcCountedProcedure: BlockProcedure, @unchecked Sendable {
 }
 
 @Suite struct ProcedureSupportTests {
-    @Test func niceValueMappingMatchesTheSpec() {
+    @Test func niceValueMappingIsLinearAndClamped() {
         #expect(Procedure.niceValue(forThreadPriority: 0.0) == 19)
         #expect(Procedure.niceValue(forThreadPriority: 0.5) == 0)
         #expect(Procedure.niceValue(forThreadPriority: 1.0) == -20)

@@ -1,7 +1,6 @@
 // Procedure, BlockProcedure and InvocationProcedure: states, manual start,
 // subclassing (synchronous and asynchronous), cancellation, observers,
 // thread priority, completion blocks, waiting, dependencies without a queue.
-// Test names carry the spec's AT-OP / C-5.x ids (SEED-FEATURES.md §8.3).
 
 import Synchronization
 import Testing
@@ -14,7 +13,7 @@ import Musl
 
 // MARK: - Subclasses used below
 
-/// AT-OP-05: `MyNonConcurrentOperation` — data in, result stored in the
+/// `MyNonConcurrentOperation`: data in, result stored in the
 /// procedure.
 fileprivate final class SumProcedure: Procedure, @unchecked Sendable {
     let data: [Int]
@@ -37,7 +36,7 @@ fileprivate final class SumProcedure: Procedure, @unchecked Sendable {
     var thread: UInt { ranOn.value }
 }
 
-/// AT-OP-06: a loop that polls isCancelled once per 1 ms iteration.
+/// A loop that polls isCancelled once per 1 ms iteration.
 fileprivate final class LoopProcedure: Procedure, @unchecked Sendable {
     let iterations = Atomic<Int>(0)
     let cleanedUp = Atomic<Bool>(false)
@@ -54,7 +53,7 @@ fileprivate final class LoopProcedure: Procedure, @unchecked Sendable {
     }
 }
 
-/// AT-OP-08: `MyOperation` — overrides start(), never calls super, runs
+/// `MyOperation`: overrides start(), never calls super, runs
 /// main() on a thread of its own and reports executing / finished itself.
 fileprivate final class MyOperation: Procedure, @unchecked Sendable {
     let workMilliseconds: Int
@@ -117,13 +116,13 @@ fileprivate final class DeferredFinish: Procedure, @unchecked Sendable {
     }
 }
 
-/// AT-OP-10: an asynchronous procedure that reports finished only when told.
+/// An asynchronous procedure that reports finished only when told.
 fileprivate final class ManualFinish: Procedure, @unchecked Sendable {
     override var isAsynchronous: Bool { true }
     override func main() {}
 }
 
-/// AT-OP-12: readiness also depends on an external flag.
+/// Readiness also depends on an external flag.
 fileprivate final class GatedProcedure: Procedure, @unchecked Sendable {
     private let gate = Atomic<Bool>(false)
     let ran = Atomic<Bool>(false)
@@ -142,7 +141,7 @@ fileprivate final class GatedProcedure: Procedure, @unchecked Sendable {
     }
 }
 
-/// AT-OP-22: records the nice value while main() runs.
+/// Records the nice value while main() runs.
 fileprivate final class NiceProbe: Procedure, @unchecked Sendable {
     private let seen = ProcBox<Int32?>(nil)
 
@@ -153,7 +152,7 @@ fileprivate final class NiceProbe: Procedure, @unchecked Sendable {
     var niceInMain: Int32? { seen.value }
 }
 
-/// AT-OP-38: errors are caught in main() and kept in the procedure.
+/// Errors are caught in main() and kept in the procedure.
 fileprivate final class FailingProcedure: Procedure, @unchecked Sendable {
     struct Failure: Error, Equatable { let code: Int }
     private let caught = ProcBox<Failure?>(nil)
@@ -205,7 +204,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(procedure.unfinishedDependencyCount == 0)
     }
 
-    @Test("AT-OP-01 / C-5.12a: invocation procedure, started by hand and by a queue")
+    @Test("Invocation procedure, started by hand and by a queue")
     func invocationProcedure() throws {
         final class Target: Sendable {
             let log = ProcLog()
@@ -224,7 +223,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         try manual.result
 
         let queued = InvocationProcedure(target: target, action: Target.simpleOperationEntry, argument: 123)
-        let queue = ProcedureQueue(name: "AT-OP-01")
+        let queue = ProcedureQueue(name: "invocation")
         queue.addProcedure(queued)
         queued.waitUntilFinished()
         #expect(target.log.lines == ["Parameter Object = 123", "Parameter Object = 123"])
@@ -236,7 +235,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(doubling.argument == 21)
     }
 
-    @Test("AT-OP-27: the result of a cancelled invocation procedure")
+    @Test("The result of a cancelled invocation procedure")
     func cancelledInvocationHasNoResult() {
         let ran = ProcBox(false)
         let procedure = InvocationProcedure(argument: 1) { (_: Int) -> Int in
@@ -251,7 +250,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(throws: ProcedureError.cancelled) { try procedure.result }
     }
 
-    @Test("AT-OP-02: block procedure with one block")
+    @Test("Block procedure with one block")
     func blockProcedureWithOneBlock() {
         let log = ProcLog()
         let procedure = BlockProcedure { log.append("Beginning operation.") }
@@ -263,7 +262,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(procedure.executionBlocks.count == 1)
     }
 
-    @Test("C-5.12b: start() on a block procedure blocks the caller")
+    @Test("start() on a block procedure blocks the caller")
     func startBlocksTheCaller() {
         let log = ProcLog()
         let caller = procThreadID()
@@ -284,7 +283,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(lines.last == "Main thread is here")
     }
 
-    @Test("AT-OP-03: several blocks run concurrently; the procedure waits for all")
+    @Test("Several blocks run concurrently; the procedure waits for all")
     func blockProcedureWithSeveralBlocks() {
         let count = Atomic<Int>(0)
         let inFlight = ProcInFlight()
@@ -313,7 +312,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(procedure.executionBlocks.count == 4)
         let atCompletion = ProcBox(-1)
         procedure.completionBlock = { atCompletion.value = count.load(ordering: .relaxed) }
-        let queue = ProcedureQueue(name: "AT-OP-03")
+        let queue = ProcedureQueue(name: "blocks")
         queue.addProcedure(procedure)
         queue.waitUntilAllFinished()  // also waits for the completion block
         let total = count.load(ordering: .relaxed)
@@ -329,10 +328,10 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(procedure.executionBlocks.isEmpty)
     }
 
-    @Test("AT-OP-05: a synchronous subclass keeps its result; main runs on a queue thread")
+    @Test("A synchronous subclass keeps its result; main runs on a queue thread")
     func nonConcurrentSubclass() {
         let procedure = SumProcedure(data: Array(1...100))
-        let queue = ProcedureQueue(name: "AT-OP-05")
+        let queue = ProcedureQueue(name: "synchronous")
         queue.addProcedure(procedure)
         procedure.waitUntilFinished()
         #expect(procedure.sum == 5050)
@@ -340,10 +339,10 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(procedure.isFinished)
     }
 
-    @Test("AT-OP-06: cooperative cancellation in a loop")
+    @Test("Cooperative cancellation in a loop")
     func cooperativeCancellation() {
         let procedure = LoopProcedure()
-        let queue = ProcedureQueue(name: "AT-OP-06")
+        let queue = ProcedureQueue(name: "cancellation")
         queue.addProcedure(procedure)
         #expect(procWaitUntil { procedure.isExecuting })
         procSleep(20)
@@ -359,7 +358,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(iterations < 10_000)
     }
 
-    @Test("AT-OP-08: asynchronous procedure (MyOperation), started by hand")
+    @Test("Asynchronous procedure (MyOperation), started by hand")
     func asynchronousProcedureByHand() {
         let events = ProcBox<[ProcedureEvent]>([])
         let procedure = MyOperation(workMilliseconds: 50)
@@ -376,20 +375,20 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(events.value == [.executing, .finished])
     }
 
-    @Test("AT-OP-08: asynchronous procedure in a queue; its dependent runs after it finishes")
+    @Test("Asynchronous procedure in a queue; its dependent runs after it finishes")
     func asynchronousProcedureInAQueue() {
         let operation = MyOperation(workMilliseconds: 30)
         let sawFinished = ProcBox<Bool?>(nil)
         let dependent = BlockProcedure { sawFinished.value = operation.isFinished }
         dependent.addDependency(operation)
-        let queue = ProcedureQueue(name: "AT-OP-08")
+        let queue = ProcedureQueue(name: "asynchronous")
         queue.addProcedures([dependent, operation], waitUntilFinished: true)
         #expect(sawFinished.value == true)
         let workDone = operation.workDone.load(ordering: .acquiring)
         #expect(workDone)
     }
 
-    @Test("AT-OP-09: asynchronous procedure cancelled before start")
+    @Test("Asynchronous procedure cancelled before start")
     func asynchronousProcedureCancelledBeforeStart() {
         let events = ProcBox<[ProcedureEvent]>([])
         let procedure = MyOperation(workMilliseconds: 10)
@@ -414,13 +413,13 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         }
     }
 
-    @Test("AT-OP-10: an asynchronous procedure that never finishes blocks its dependents")
+    @Test("An asynchronous procedure that never finishes blocks its dependents")
     func neverFinishingBlocksDependents() {
         let stuck = ManualFinish()
         let ran = Atomic<Bool>(false)
         let dependent = BlockProcedure { ran.store(true, ordering: .relaxed) }
         dependent.addDependency(stuck)
-        let queue = ProcedureQueue(name: "AT-OP-10")
+        let queue = ProcedureQueue(name: "unfinished")
         queue.addProcedures([stuck, dependent], waitUntilFinished: false)
         #expect(procWaitUntil { stuck.isExecuting })
         procSleep(100)
@@ -434,7 +433,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(ranLater)
     }
 
-    @Test("AT-OP-11: observers see every kind of change")
+    @Test("Observers see every kind of change")
     func observers() {
         let events = ProcBox<[ProcedureEvent]>([])
         let dependency = BlockProcedure {}
@@ -446,7 +445,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         procedure.addDependency(dependency)
         procedure.removeDependency(dependency)
         procedure.addDependency(dependency)
-        let queue = ProcedureQueue(name: "AT-OP-11")
+        let queue = ProcedureQueue(name: "observed")
         queue.addProcedure(procedure)
         #expect(procedure.state == .pending)
         queue.addProcedure(dependency)
@@ -469,11 +468,11 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(events.value.count == before)
     }
 
-    @Test("AT-OP-12: a custom isReady holds the procedure until it says so")
+    @Test("A custom isReady holds the procedure until it says so")
     func customReadiness() {
         let gated = GatedProcedure()
         #expect(!gated.isReady)
-        let queue = ProcedureQueue(name: "AT-OP-12")
+        let queue = ProcedureQueue(name: "gated")
         queue.addProcedure(gated)
         procSleep(50)
         let ranEarly = gated.ran.load(ordering: .acquiring)
@@ -485,9 +484,9 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(ranLater)
     }
 
-    @Test("AT-OP-22: thread priority applies only while main() runs")
+    @Test("Thread priority applies only while main() runs")
     func threadPriority() {
-        let queue = ProcedureQueue(name: "AT-OP-22", maxConcurrentCount: 1)
+        let queue = ProcedureQueue(name: "priority", maxConcurrentCount: 1)
         let low = NiceProbe()
         low.threadPriority = 0.1
         let high = NiceProbe()
@@ -527,7 +526,7 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(manual.threadPriority == 0.0)
     }
 
-    @Test("AT-OP-23: the completion block runs once, after main")
+    @Test("The completion block runs once, after main")
     func completionBlock() {
         let flag = Atomic<Bool>(false)
         let runs = Atomic<Int>(0)
@@ -563,10 +562,10 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         #expect(!mainDidRun)
     }
 
-    @Test("AT-OP-34: waitUntilFinished on a secondary thread, and its async form")
+    @Test("waitUntilFinished on a secondary thread, and its async form")
     func waiting() async {
         let procedure = BlockProcedure { procSleep(50) }
-        let queue = ProcedureQueue(name: "AT-OP-34")
+        let queue = ProcedureQueue(name: "waiting")
         let sawFinished = ProcBox<Bool?>(nil)
         let waiterDone = Atomic<Bool>(false)
         procDetach {
@@ -583,17 +582,17 @@ fileprivate func expectedNice(for priority: Double, baseline: Int32) -> Int32 {
         await procedure.waitUntilFinished()  // already finished: returns at once
     }
 
-    @Test("AT-OP-38: errors are caught and kept; the queue keeps working")
+    @Test("Errors are caught and kept; the queue keeps working")
     func errorsDoNotEscape() {
         let failing = FailingProcedure()
         let after = BlockProcedure {}
-        let queue = ProcedureQueue(name: "AT-OP-38")
+        let queue = ProcedureQueue(name: "failing")
         queue.addProcedures([failing, after], waitUntilFinished: true)
         #expect(failing.error == FailingProcedure.Failure(code: 42))
         #expect(after.isFinished)
     }
 
-    @Test("C-5.14e: dependencies without a queue")
+    @Test("Dependencies without a queue")
     func dependenciesWithoutAQueue() {
         let first = BlockProcedure {}
         let second = BlockProcedure {}

@@ -1,7 +1,7 @@
-// The sources at the Swift level (SEED-FEATURES.md §2, AT-SRC-*): timers,
-// data, pipe reads, signals, process exits, renames, creation errors, and
-// sources as async sequences. Rendezvous use semaphores with generous
-// timeouts; timing checks are lower bounds or wide ranges.
+// The sources at the Swift level: timers, data, pipe reads, signals, process
+// exits, renames, creation errors, and sources as async sequences. Rendezvous
+// use semaphores with generous timeouts; timing checks are lower bounds or
+// wide ranges.
 
 #if canImport(Glibc)
 import Glibc
@@ -37,9 +37,8 @@ func spawnTrue() -> pid_t {
 }
 
 @Suite struct SourceTests {
-    /// AT-SRC-12 / AT-SRC-06: a repeating timer fires, its handler cancels
-    /// it on the 5th delivery, no delivery follows, the cancel handler runs
-    /// once, after the last one.
+    /// A repeating timer fires, its handler cancels it on the 5th delivery,
+    /// no delivery follows, the cancel handler runs once, after the last one.
     @Test func timerFiresThenCancelRunsCancelHandler() {
         let queue = WorkQueue(label: "test.timer")
         let timer = TimerSource(queue: queue)
@@ -64,8 +63,8 @@ func spawnTrue() -> pid_t {
         #expect(cancels.load() == 1)
     }
 
-    /// AT-SRC-16: fires missed while a timer is suspended arrive as one
-    /// delivery whose data counts them; firing then continues.
+    /// Fires missed while a timer is suspended arrive as one delivery whose
+    /// data counts them; firing then continues.
     @Test func suspendedTimerCoalesces() {
         let queue = WorkQueue(label: "test.timer.suspend")
         let timer = TimerSource(flags: .strict, queue: queue)
@@ -94,8 +93,8 @@ func spawnTrue() -> pid_t {
         #expect(seen[1] >= 5, "missed fires should coalesce: \(seen)")
     }
 
-    /// AT-SRC-04 / §2.17: values merged from several threads add up; the
-    /// handler never runs concurrently with itself on a concurrent queue.
+    /// Values merged from several threads add up; the handler never runs
+    /// concurrently with itself on a concurrent queue.
     @Test func dataAddFromSeveralThreadsSums() {
         let queue = WorkQueue(label: "test.data.add", attributes: .concurrent)
         let source = DataSource(kind: .add, queue: queue)
@@ -116,7 +115,7 @@ func spawnTrue() -> pid_t {
         source.cancel()
     }
 
-    /// §2.7: a suspended OR source delivers the union once on resume.
+    /// A suspended OR source delivers the union once on resume.
     @Test func dataOrCoalescesWhileSuspended() {
         let queue = WorkQueue(label: "test.data.or")
         let source = DataSource(orMask: 0xFF, queue: queue)
@@ -138,9 +137,8 @@ func spawnTrue() -> pid_t {
         #expect(queue.sync { values.value } == [0x5])
     }
 
-    /// AT-SRC-02 / AT-SRC-17 / AT-SRC-05: a read source on a pipe reads
-    /// everything written; at end of file the handler cancels and the
-    /// cancel handler closes the descriptor.
+    /// A read source on a pipe reads everything written; at end of file the
+    /// handler cancels and the cancel handler closes the descriptor.
     @Test func pipeReadSourceReadsEverything() throws {
         var fds: [Int32] = [0, 0]
         #expect(pipe(&fds) == 0)
@@ -189,7 +187,7 @@ func spawnTrue() -> pid_t {
         #expect(closedByHandler.load() == 1)   // closed by the cancel handler
     }
 
-    /// AT-SRC-31: a write source fires as soon as the descriptor is writable.
+    /// A write source fires as soon as the descriptor is writable.
     @Test func writeSourceFiresWhenWritable() throws {
         var fds: [Int32] = [0, 0]
         #expect(pipe(&fds) == 0)
@@ -210,7 +208,7 @@ func spawnTrue() -> pid_t {
         close(readEnd)
     }
 
-    /// AT-SRC-23: with SIGHUP ignored, a signal source counts raises.
+    /// With SIGHUP ignored, a signal source counts raises.
     @Test func signalSourceCountsRaises() throws {
         signal(SIGHUP, SIG_IGN)
         let source = try SignalSource(signal: SIGHUP, queue: WorkQueue(label: "test.signal"))
@@ -261,7 +259,7 @@ func spawnTrue() -> pid_t {
         }
     }
 
-    /// AT-SRC / §2.16: a process source sees a child exit ("Child quit.").
+    /// A process source sees a child exit ("Child quit.").
     @Test func processSourceSeesChildExit() throws {
         let pid = spawnTrue()
         let source = try ProcessSource(processIdentifier: pid, queue: WorkQueue(label: "test.proc"))
@@ -309,8 +307,8 @@ func spawnTrue() -> pid_t {
         }
     }
 
-    /// AT-SRC-20: a file-system source sees renames of the file it watches,
-    /// under any name.
+    /// A file-system source sees renames of the file it watches, under any
+    /// name.
     @Test func fileSystemSourceSeesRename() throws {
         var template = Array("/tmp/swiftqueues-fs-XXXXXX".utf8CString)
         let made = mkstemp(&template)
@@ -344,7 +342,7 @@ func spawnTrue() -> pid_t {
         unlink(third)
     }
 
-    /// §2.3: creation failures throw SourceError with the runtime's errno.
+    /// Creation failures throw SourceError with the runtime's errno.
     @Test func creationErrorsCarryErrno() {
         // A number above the descriptor limit is never open (an opened and
         // closed one could be reused at once by a test running in parallel).

@@ -1,9 +1,8 @@
 // Delayed submission (WorkQueue.asyncAfter) and RepeatingTimer, with the
-// Cookbook recipes 5.8 (dispatch_after) and 5.15 (NSTimer) and their golden
-// output (SEED-FEATURES.md §8: T-AFTER-1, T-AFTER-3, C-5.15a–g). UI output
-// becomes log lines; "the main queue" is a serial stand-in queue (the test
-// runner does not drain WorkQueue.main). Timing checks are lower bounds or
-// the recipes' tolerance ranges.
+// classic dispatch_after and NSTimer usage examples checked against their
+// exact output. UI output becomes log lines; "the main queue" is a serial
+// stand-in queue (the test runner does not drain WorkQueue.main). Timing
+// checks are lower bounds or the examples' tolerance ranges.
 
 #if canImport(Glibc)
 import Glibc
@@ -16,8 +15,8 @@ import SwiftQueues
 @Suite struct TimerTests {
     // MARK: - asyncAfter
 
-    /// T-AFTER-1 (a): the closure runs on the queue, never before its
-    /// deadline, and the caller is not blocked.
+    /// The closure runs on the queue, never before its deadline, and the
+    /// caller is not blocked.
     @Test func asyncAfterLandsNotEarly() {
         let queue = WorkQueue(label: "test.after")
         let key = SpecificKey<Int>()
@@ -92,12 +91,12 @@ import SwiftQueues
         #expect(count.load() == 1)
     }
 
-    // MARK: - Cookbook 5.8
+    // MARK: - dispatch_after examples
 
-    /// C-5.8 / T-AFTER-3: "Grand Central Dispatch" printed once, at least
-    /// 300 ms later (the seed's 3.0 s, scaled), in place of
+    /// "Grand Central Dispatch" printed once, at least 300 ms later (the
+    /// example's 3.0 s, scaled down), in place of
     /// performSelector:withObject:afterDelay:.
-    @Test func recipe5_8_printAfterDelay() {
+    @Test func printAfterDelay() {
         let mainStandIn = WorkQueue(label: "main-stand-in")
         let log = EventLog()
         let done = CountingSemaphore(value: 0)
@@ -114,9 +113,9 @@ import SwiftQueues
         #expect(elapsed.value >= 300)
     }
 
-    /// C-5.8 / T-AFTER-1 (b): processSomething on the global queue after
-    /// 200 ms: exactly one "Processing..." line.
-    @Test func recipe5_8_processSomethingOnGlobalQueue() {
+    /// processSomething on the global queue after 200 ms: exactly one
+    /// "Processing..." line.
+    @Test func processSomethingOnGlobalQueueAfterDelay() {
         let log = EventLog()
         let done = CountingSemaphore(value: 0)
         let start = ContinuousClock.now
@@ -131,11 +130,11 @@ import SwiftQueues
         #expect(elapsed.value >= 200)
     }
 
-    // MARK: - Cookbook 5.15 (NSTimer)
+    // MARK: - NSTimer examples
 
-    /// C-5.15a: a repeating 0.1 s timer run for 1.05 s paints ~10 times;
+    /// A repeating 0.1 s timer run for 1.05 s paints ~10 times;
     /// the first fire comes after one interval, not at once.
-    @Test func recipe5_15a_repeatingScheduledTimer() {
+    @Test func repeatingScheduledTimer() {
         let log = EventLog()
         let start = ContinuousClock.now
         let firstAt = UnsafeBox<Double>(-1)
@@ -153,9 +152,9 @@ import SwiftQueues
         #expect(firstAt.value >= 100)
     }
 
-    /// C-5.15b: invalidated after its 3rd fire (twice: harmless), the timer
+    /// Invalidated after its 3rd fire (twice: harmless), the timer
     /// fires no more and is not valid.
-    @Test func recipe5_15b_invalidatingATimer() {
+    @Test func invalidatingATimer() {
         let fires = AtomicCounter()
         let timer = RepeatingTimer.scheduled(
             interval: .milliseconds(20), queue: WorkQueue(label: "invalidate")
@@ -172,9 +171,9 @@ import SwiftQueues
         timer.invalidate()
     }
 
-    /// C-5.15c: a non-repeating timer fires once, then is invalid and has
+    /// A non-repeating timer fires once, then is invalid and has
     /// released its userInfo.
-    @Test func recipe5_15c_nonRepeatingTimer() {
+    @Test func nonRepeatingTimer() {
         let fires = AtomicCounter()
         let released = AtomicCounter()
         let timer = RepeatingTimer.scheduled(
@@ -188,8 +187,8 @@ import SwiftQueues
         #expect(timer.userInfo == nil)
     }
 
-    /// C-5.15d: an unscheduled timer does not fire; once scheduled it does.
-    @Test func recipe5_15d_unscheduledTimer() {
+    /// An unscheduled timer does not fire; once scheduled it does.
+    @Test func unscheduledTimer() {
         let fires = AtomicCounter()
         let timer = RepeatingTimer(interval: .milliseconds(20), queue: WorkQueue(label: "later")) {
             _ in fires.increment()
@@ -212,9 +211,9 @@ import SwiftQueues
         #expect(!idle.isValid)
     }
 
-    /// C-5.15e: the handler receives the timer itself, reads its userInfo,
+    /// The handler receives the timer itself, reads its userInfo,
     /// and invalidating there stops it after one fire.
-    @Test func recipe5_15e_handlerReceivesTheTimer() {
+    @Test func handlerReceivesTheTimer() {
         let same = AtomicCounter()
         let info = UnsafeBox<String?>(nil)
         let fires = AtomicCounter()
@@ -241,8 +240,8 @@ import SwiftQueues
         #expect(!timer.isValid)
     }
 
-    /// C-5.15f: 0.25 s and 0.5 s intervals give about 4 and 2 fires a second.
-    @Test func recipe5_15f_intervalGranularity() {
+    /// 0.25 s and 0.5 s intervals give about 4 and 2 fires a second.
+    @Test func intervalGranularity() {
         let quarter = AtomicCounter()
         let half = AtomicCounter()
         let start = ContinuousClock.now
@@ -257,10 +256,10 @@ import SwiftQueues
         #expect((1...3).contains(half.load()), "\(half.load())")
     }
 
-    /// C-5.15g: a timer whose queue is not running (the run loop of a
+    /// A timer whose queue is not running (the run loop of a
     /// thread that is not running it) does not fire; once the queue runs,
     /// the handler does.
-    @Test func recipe5_15g_timerOnAQueueThatIsNotRunning() {
+    @Test func timerOnAQueueThatIsNotRunning() {
         let background = WorkQueue(label: "background-loop")
         background.suspend()
         let fires = AtomicCounter()

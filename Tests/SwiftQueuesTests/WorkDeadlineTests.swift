@@ -1,4 +1,5 @@
-// WorkDeadline: T-TIME-1 and the Duration arithmetic.
+// WorkDeadline: the Duration arithmetic (saturating), wall-clock deadlines,
+// raw values.
 
 import Testing
 import SwiftQueues

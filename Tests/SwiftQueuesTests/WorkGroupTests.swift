@@ -1,10 +1,10 @@
-// WorkGroup: AT-DQ-27/28, GRP-1..6 of shared/spec/SEED-FEATURES.md.
+// WorkGroup: wait, timeouts, notify, nested group tasks, enter/leave.
 
 import Testing
 import SwiftQueues
 
 @Suite struct WorkGroupTests {
-    /// AT-DQ-27 / GRP-1: wait for ten tasks.
+    /// Wait for ten tasks.
     @Test func waitReturnsWhenEveryMemberHasFinished() {
         let group = WorkGroup()
         let results = (0..<10).map { _ in AtomicCounter(-1) }
@@ -27,7 +27,7 @@ import SwiftQueues
         group.wait()
     }
 
-    /// GRP-1: a wait with a timeout on a group that does not finish.
+    /// A wait with a timeout on a group that does not finish.
     @Test func waitTimesOut() {
         let group = WorkGroup()
         group.enter()
@@ -38,8 +38,8 @@ import SwiftQueues
         #expect(group.wait(timeout: .now()) == .success)
     }
 
-    /// AT-DQ-28 / GRP-2: notify runs once, on its queue, after everything,
-    /// although the group itself is gone by then.
+    /// Notify runs once, on its queue, after everything, although the group
+    /// itself is gone by then.
     @Test func notifyRunsOnceAfterAllMembersOnItsQueue() {
         let queue = WorkQueue(label: "notify")
         let key = SpecificKey<String>()
@@ -81,8 +81,8 @@ import SwiftQueues
         #expect(ran.load() == 1)
     }
 
-    /// GRP-4: nested group tasks (004 §6), with a serial queue standing in
-    /// for the main queue.
+    /// Nested group tasks (each global task adds one to the main queue),
+    /// with a serial queue standing in for the main queue.
     @Test func nestedGroupTasksKeepTheGroupBusy() {
         let main = WorkQueue(label: "main.standin")
         let state = UnsafeBox((foo: 0, bar: 0))  // touched on `main` only
@@ -106,7 +106,7 @@ import SwiftQueues
         #expect(log.lines == ["foo: 42", "bar: 1"])
     }
 
-    /// GRP-5: enter/leave around a callback-based API, errors included.
+    /// Enter/leave around a callback-based API, errors included.
     @Test func enterAndLeaveWrapACallbackAPI() {
         @Sendable func fakeRequest(_ index: Int, completion: @escaping @Sendable (Result<Int, TestError>) -> Void) {
             WorkQueue.global().async {

@@ -23,7 +23,7 @@ import SwiftQueues
         #expect(message.contains("com.example.here"))
     }
 
-    /// AT-DQ-14 (1): sync onto the serial queue the thread runs.
+    /// sync onto the serial queue the thread runs.
     @Test func syncOntoTheCurrentSerialQueueIsReported() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let queue = WorkQueue(label: "com.example.db")

@@ -1,5 +1,5 @@
-// WorkQueue: the AT-DQ scenarios of shared/spec/SEED-FEATURES.md §8.1 at the
-// Swift level.
+// WorkQueue at the Swift level: serial, concurrent and global queues,
+// barriers, sync and async, targets, suspension, labels, concurrentPerform.
 
 #if canImport(Glibc)
 import Glibc
@@ -12,7 +12,7 @@ import SwiftQueues
 @Suite struct WorkQueueTests {
     // MARK: - Kinds
 
-    /// AT-DQ-06: FIFO, one at a time.
+    /// FIFO, one at a time.
     @Test func serialQueueIsFIFOAndRunsOneAtATime() {
         let queue = WorkQueue(label: "com.example.MyQueue")
         let order = UnsafeBox<[Int]>([])  // plain array: the queue serialises
@@ -29,8 +29,8 @@ import SwiftQueues
         #expect(meter.maximum == 1)
     }
 
-    /// AT-DQ-05: a concurrent queue runs closures side by side (each waits
-    /// for the other, which only works if both run at once).
+    /// A concurrent queue runs closures side by side (each waits for the
+    /// other, which only works if both run at once).
     @Test func concurrentQueueRunsClosuresSideBySide() {
         let queue = WorkQueue(label: "concurrent", attributes: .concurrent)
         #expect(queue.isConcurrent)
@@ -49,7 +49,7 @@ import SwiftQueues
         #expect(met.load() == 2)
     }
 
-    /// AT-DQ-07: separate serial queues run concurrently with each other.
+    /// Separate serial queues run concurrently with each other.
     @Test func separateSerialQueuesRunConcurrently() {
         let a = WorkQueue(label: "a"), b = WorkQueue(label: "b")
         let fromA = CountingSemaphore(value: 0), fromB = CountingSemaphore(value: 0)
@@ -67,7 +67,7 @@ import SwiftQueues
         #expect(met.load() == 2)
     }
 
-    /// AT-DQ-04: one object per priority, the same on every call.
+    /// One object per priority, the same on every call.
     @Test func globalQueuesAreSingletons() {
         #expect(WorkQueue.global() === WorkQueue.global(.default))
         let all = WorkQueue.Priority.allCases.map { WorkQueue.global($0) }
@@ -82,7 +82,7 @@ import SwiftQueues
         #expect(WorkQueue.main === WorkQueue.main)
     }
 
-    /// AT-DQ-23: suspend is ignored on global queues.
+    /// Suspend is ignored on global queues.
     @Test func suspendingAGlobalQueueHasNoEffect() {
         let global = WorkQueue.global(.low)
         global.suspend()
@@ -94,8 +94,8 @@ import SwiftQueues
 
     // MARK: - Barriers
 
-    /// RW-1: a barrier starts after every earlier reader has ended, runs
-    /// alone, and every later reader starts after it.
+    /// A barrier starts after every earlier reader has ended, runs alone, and
+    /// every later reader starts after it.
     @Test func barrierRunsAloneBetweenReaders() {
         let queue = WorkQueue(label: "rw", attributes: .concurrent)
         let clock = AtomicCounter()  // a logical clock: event order
@@ -131,8 +131,7 @@ import SwiftQueues
         #expect((11..<21).allSatisfy { starts[$0].load() > barrierEnd })
     }
 
-    /// ISO-1 / RW-2: the isolation-queue dictionary, serial and
-    /// reader-writer variants.
+    /// A dictionary isolated by a queue, serial and reader-writer variants.
     @Test(arguments: [false, true])
     func isolationQueueDictionary(readerWriter: Bool) {
         let counts = Counts(readerWriter: readerWriter)
@@ -158,7 +157,7 @@ import SwiftQueues
 
     // MARK: - sync
 
-    /// AT-DQ-02 / AT-DQ-13: sync returns values, mutates captures, waits.
+    /// sync returns values, mutates captures, waits.
     @Test func syncReturnsValuesAndWaits() {
         let queue = WorkQueue(label: "sync")
         #expect(queue.sync { 6 * 7 } == 42)
@@ -200,7 +199,8 @@ import SwiftQueues
         #expect(queue.sync { 1 } == 1)
     }
 
-    /// AT-DQ-12: async then sync (the four-line example).
+    /// async then sync: the sync closure runs after the async one, and both
+    /// are done when sync returns.
     @Test func asyncThenSyncOrdering() {
         let queue = WorkQueue(label: "com.example.MyCustomQueue")
         let log = EventLog()
@@ -219,7 +219,7 @@ import SwiftQueues
         #expect(position("The first block may or may not have run.") < position("Do some more work here."))
     }
 
-    /// ASYNC-1: async from a queue to itself never deadlocks.
+    /// async from a queue to itself never deadlocks.
     @Test func nestedAsyncOnTheSameSerialQueue() {
         let queue = WorkQueue(label: "nested")
         let done = CountingSemaphore(value: 0)
@@ -234,7 +234,7 @@ import SwiftQueues
         #expect(calls.load() == 1)
     }
 
-    /// AT-DQ-03: the closure runs once and is released after it ran.
+    /// The closure runs once and is released after it ran.
     @Test func asyncReleasesTheClosureAfterItRuns() {
         let queue = WorkQueue(label: "release")
         let released = CountingSemaphore(value: 0)
@@ -250,7 +250,7 @@ import SwiftQueues
         #expect(runs.load() == 1)
     }
 
-    /// AT-DQ-29: submissions from many threads; each producer's order kept.
+    /// Submissions from many threads; each producer's order kept.
     @Test func submissionFromManyThreadsKeepsEachProducersOrder() {
         let queue = WorkQueue(label: "producers")
         let producers = 4, perProducer = 5000
@@ -273,7 +273,7 @@ import SwiftQueues
 
     // MARK: - Targets
 
-    /// Q-TGT-1: a serial target serialises a concurrent queue.
+    /// A serial target serialises a concurrent queue.
     @Test func serialTargetSerialisesAConcurrentQueue() {
         let serial = WorkQueue(label: "target.serial")
         let concurrent = WorkQueue(label: "target.concurrent", attributes: .concurrent, target: serial)
@@ -290,7 +290,7 @@ import SwiftQueues
         #expect(meter.maximum == 1)
     }
 
-    /// Q-TGT-2: Foo targeting Bar shares Bar's isolation.
+    /// Foo targeting Bar shares Bar's isolation.
     @Test func targetingSharesIsolation() {
         let bar = WorkQueue(label: "Bar.isolation")
         let foo = WorkQueue(label: "Foo.isolation", target: bar)
@@ -320,8 +320,8 @@ import SwiftQueues
 
     // MARK: - Suspend, resume, activate
 
-    /// AT-DQ-22 / SUSP-1: suspension is counted and takes effect between
-    /// closures; a running closure is not interrupted.
+    /// Suspension is counted and takes effect between closures; a running
+    /// closure is not interrupted.
     @Test func suspendAndResumeAreCounted() {
         let queue = WorkQueue(label: "suspend")
         let log = EventLog()
@@ -365,7 +365,7 @@ import SwiftQueues
 
     // MARK: - Labels, specific keys, preconditions
 
-    /// AT-DQ-08 / AT-DQ-09: labels, and the current queue's label.
+    /// Labels, and the current queue's label.
     @Test func labelsAndCurrentLabel() {
         let queue = WorkQueue(label: "com.example.MyQueue")
         let inner = WorkQueue(label: "com.example.Inner")
@@ -460,7 +460,7 @@ import SwiftQueues
 
     // MARK: - concurrentPerform
 
-    /// AT-DQ-16: every index once, returns when all are done.
+    /// Every index once, returns when all are done.
     @Test func concurrentPerformVisitsEveryIndexOnce() {
         let hits = UnsafeMutableBufferPointer<Int>.allocate(capacity: 1000)
         hits.initialize(repeating: 0)
@@ -482,7 +482,7 @@ import SwiftQueues
         #expect(count.load() == 100)
     }
 
-    /// AT-DQ-17: on a serial queue, in order, one at a time.
+    /// On a serial queue, in order, one at a time.
     @Test func concurrentPerformOnASerialQueueRunsInOrder() {
         let queue = WorkQueue(label: "apply.serial")
         let order = UnsafeBox<[Int]>([])
@@ -543,7 +543,7 @@ import SwiftQueues
         #expect(total.load() == 64)
     }
 
-    /// AT-DQ-19 (b): striding, 100 iterations with stride 4 are 25 calls.
+    /// Striding: 100 iterations with stride 4 are 25 calls.
     @Test func stridedConcurrentPerform() {
         let count = 100, stride = 4
         let calls = AtomicCounter()
@@ -558,8 +558,8 @@ import SwiftQueues
     }
 }
 
-/// The isolation-queue dictionary of 004 §4.1 (serial) and §4.2 (concurrent
-/// queue, barrier writes).
+/// A dictionary isolated by a queue: a serial queue, or a concurrent queue
+/// with barrier writes.
 private final class Counts: Sendable {
     private let queue: WorkQueue
     private let readerWriter: Bool

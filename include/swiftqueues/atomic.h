@@ -1,6 +1,6 @@
 /*
- * SwiftQueues — atomic counters and bit operations (the seeds' OSAtomic
- * chapter in portable form).
+ * SwiftQueues — atomic counters and bit operations (Apple's OSAtomic
+ * functions in portable form).
  *
  * Every operation works on a plain, naturally aligned int32_t / int64_t
  * (uint32_t / uint64_t for the bit operations) that is only ever accessed
@@ -124,7 +124,7 @@ _SQ_ATOMIC_LOADSTORE(64)
 #undef _SQ_ATOMIC_ARITH
 #undef _SQ_ATOMIC_LOADSTORE
 
-/* Pointer operations: the seeds' OSAtomicCompareAndSwapPtrBarrier. */
+/* Pointer operations: the counterparts of OSAtomicCompareAndSwapPtrBarrier. */
 
 SQ_INLINE void *SQ_NULLABLE
 sq_atomic_load_ptr(void *SQ_NULLABLE const volatile *SQ_NONNULL_PTR p)

@@ -1,5 +1,5 @@
 /*
- * SwiftQueues — micro-benchmark helper (the seeds' dispatch_benchmark,
+ * SwiftQueues — micro-benchmark helper (libdispatch's dispatch_benchmark,
  * made public).
  *
  * Runs a function `count` times on the calling thread and returns the mean

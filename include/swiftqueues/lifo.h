@@ -1,6 +1,6 @@
 /*
- * SwiftQueues — intrusive lock-free LIFO and FIFO (the seeds'
- * OSAtomicEnqueue / OSAtomicFifoEnqueue), built on liburcu.
+ * SwiftQueues — intrusive lock-free LIFO and FIFO (the counterparts
+ * of OSAtomicEnqueue / OSAtomicFifoEnqueue), built on liburcu.
  *
  * Intrusive: an item carries its own link (an sq_lifo_node_t or
  * sq_fifo_node_t member); `offset` is offsetof(item type, link member), as in

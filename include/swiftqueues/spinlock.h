@@ -1,5 +1,5 @@
 /*
- * SwiftQueues — spin lock (the seeds' OSSpinLock, made safe).
+ * SwiftQueues — spin lock (OSSpinLock's counterpart, made safe).
  *
  * Uncontended, lock and unlock are one atomic instruction each, inline.
  * Contended, a waiter spins with the CPU's pause instruction for a short

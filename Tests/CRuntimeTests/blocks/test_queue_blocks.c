@@ -1,20 +1,18 @@
 /*
  * The block forms of the queue calls (clang -fblocks): capture semantics
- * and the seeds' block examples.
- *
- * Spec (SEED-FEATURES.md §1.7, §1.8, §1.10, §8.1): AT-DQ-01 (Listing 3-1,
- * "123 456 789"), AT-DQ-02 (sync may mutate a __block variable), AT-DQ-03
- * (the queue copies the block: captured values are those at submission,
- * and the copy is released after it runs — LeakSanitizer checks that),
- * AT-DQ-12 with blocks, AT-DQ-15 (average_async, Listing 3-4, with
- * blocks), ASYNC-1, sq_apply / barrier / group block wrappers.
+ * and the classic block examples: a block capturing two values and taking
+ * a third ("123 456 789"), sync mutating a __block variable, the queue
+ * copying the block (captured values are those at submission, and the copy
+ * is released after it runs — LeakSanitizer checks that), async then sync,
+ * a completion callback (average_async) with blocks, nested async,
+ * sq_apply / barrier / group block wrappers.
  */
 #include "../queue_helpers.h"
 
 #define WAIT_MS 10000
 
 static void
-test_listing_3_1(void)
+test_block_captures(void)
 {
 	static char out[64];
 	int x = 123, y = 456;
@@ -91,7 +89,7 @@ test_four_lines(void)
 	sq_release(q);
 }
 
-/* Listing 3-4 with blocks. */
+/* The completion-callback example (average_async) with blocks. */
 static int
 average(const int *data, size_t len)
 {
@@ -162,7 +160,7 @@ test_apply_and_groups(void)
 	});
 	CHECK_EQ(atomic_load(&sum), 499500);
 
-	/* The stride-137 code of §1.17, with the remainder loop. */
+	/* Striding by 137, with the remainder loop. */
 	static atomic_uchar hits[10000];
 	size_t count = 10000, stride = 137;
 	sq_apply(count / stride, sq_get_global_queue(0, 0), ^(size_t idx) {
@@ -217,7 +215,7 @@ test_apply_and_groups(void)
 int
 main(void)
 {
-	test_listing_3_1();
+	test_block_captures();
 	test_sync_mutates();
 	test_async_copies();
 	test_four_lines();

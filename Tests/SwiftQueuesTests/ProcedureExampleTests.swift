@@ -1,7 +1,8 @@
-// The Cookbook's operation recipes (003 §5.12–5.14) ported to Procedure:
-// CountingOperation, SimpleOperation (without its shared-global bug), the
-// invocation and dependency recipes with their expected output, and 000 §2.9's
-// performOperation (AT-OP-32).
+// Classic NSOperation examples ported to Procedure: CountingOperation (a
+// synchronous operation that overrides start), SimpleOperation (asynchronous,
+// without the usual version's shared-global bug), two invocation operations
+// side by side, a dependency with its expected output, and performOperation
+// (running an operation by hand when it is ready).
 
 import CSwiftQueues
 import Synchronization
@@ -13,9 +14,9 @@ import Glibc
 import Musl
 #endif
 
-/// 003 §5.12 `CountingOperation`. The original's "instance variables" were
-/// globals (every instance shared one `taskIsFinished`); here all state is
-/// per instance. It overrides start() without calling super, so it reports
+/// `CountingOperation`. In the usual Objective-C version its "instance
+/// variables" are globals (every instance shares one `taskIsFinished`);
+/// here all state is per instance. It overrides start() without calling super, so it reports
 /// executing and finished itself.
 fileprivate final class CountingOperation: Procedure, @unchecked Sendable {
     let startingCount: Int
@@ -57,13 +58,13 @@ fileprivate final class CountingOperation: Procedure, @unchecked Sendable {
         finish()  // finished = YES, executing = NO
     }
 
-    /// The thread the test started on (the book's "main thread").
+    /// The thread the test started on (the example's "main thread").
     var mainThread: UInt = 0
 }
 
-/// 003 §5.13 `SimpleOperation`: asynchronous ("isConcurrent = YES"), with a
-/// per-instance parameter object (the book printed 222 twice because it kept
-/// the object in a global).
+/// `SimpleOperation`: asynchronous ("isConcurrent = YES"), with a
+/// per-instance parameter object (the usual version prints 222 twice
+/// because it keeps the object in a global).
 fileprivate final class SimpleOperation: Procedure, @unchecked Sendable {
     let object: Int
     let log: ProcLog
@@ -97,7 +98,7 @@ fileprivate final class SimpleOperation: Procedure, @unchecked Sendable {
     }
 }
 
-/// 000 §2.9 `performOperation:` — runs an operation by hand when it can;
+/// `performOperation:` — runs an operation by hand when it can;
 /// returns false when it is not ready (retry later).
 fileprivate func performOperation(_ procedure: Procedure) -> Bool {
     if procedure.isReady && !procedure.isCancelled {
@@ -115,8 +116,8 @@ fileprivate func performOperation(_ procedure: Procedure) -> Bool {
     return false
 }
 
-@Suite struct ProcedureCookbookTests {
-    @Test("C-5.12c: CountingOperation started by hand")
+@Suite struct ProcedureExampleTests {
+    @Test("CountingOperation started by hand")
     func countingOperation() {
         let log = ProcLog()
         let operation = CountingOperation(startingCount: 0, endingCount: 1000, log: log)
@@ -137,7 +138,7 @@ fileprivate func performOperation(_ procedure: Procedure) -> Bool {
                                  "finished: executing=false finished=true"])
     }
 
-    @Test("C-5.12c variants: cancelled first; the default range; two instances")
+    @Test("CountingOperation variants: cancelled first; the default range; two instances")
     func countingOperationVariants() {
         let cancelledLog = ProcLog()
         let cancelled = CountingOperation(log: cancelledLog)
@@ -155,13 +156,13 @@ fileprivate func performOperation(_ procedure: Procedure) -> Bool {
         let logB = ProcLog()
         let a = CountingOperation(startingCount: 0, endingCount: 10, log: logA)
         let b = CountingOperation(startingCount: 100, endingCount: 105, log: logB)
-        let queue = ProcedureQueue(name: "C-5.12c")
+        let queue = ProcedureQueue(name: "counting")
         queue.addProcedures([a, b], waitUntilFinished: true)
         #expect(logA.lines.filter { $0.hasPrefix("Count") } == (0..<10).map { "Count = \($0)" })
         #expect(logB.lines.filter { $0.hasPrefix("Count") } == (100..<105).map { "Count = \($0)" })
     }
 
-    @Test("C-5.13a: two invocation procedures run asynchronously, side by side")
+    @Test("Two invocation procedures run asynchronously, side by side")
     func twoInvocationProcedures() {
         final class Entries: Sendable {
             let log = ProcLog()
@@ -180,7 +181,7 @@ fileprivate func performOperation(_ procedure: Procedure) -> Bool {
         let entries = Entries(caller: procThreadID())
         let first = InvocationProcedure(target: entries, action: Entries.firstOperationEntry, argument: 111)
         let second = InvocationProcedure(target: entries, action: Entries.secondOperationEntry, argument: 222)
-        let queue = ProcedureQueue(name: "C-5.13a")
+        let queue = ProcedureQueue(name: "invocations")
         let began = procNow()
         queue.addProcedure(first)
         queue.addProcedure(second)
@@ -194,10 +195,10 @@ fileprivate func performOperation(_ procedure: Procedure) -> Bool {
         #expect(entries.met.value == [true, true])  // they ran at the same time
     }
 
-    @Test("C-5.13b: SimpleOperation, two instances with their own parameters")
+    @Test("SimpleOperation, two instances with their own parameters")
     func simpleOperation() {
         let log = ProcLog()
-        let queue = ProcedureQueue(name: "C-5.13b")
+        let queue = ProcedureQueue(name: "simple")
         let a = SimpleOperation(object: 111, log: log)
         let b = SimpleOperation(object: 222, log: log)
         #expect(a.isConcurrent && b.isAsynchronous)
@@ -210,8 +211,8 @@ fileprivate func performOperation(_ procedure: Procedure) -> Bool {
         #expect(SimpleOperation(log: log).object == 123)
     }
 
-    @Test("C-5.14a: firstOperation depends on secondOperation")
-    func dependencyRecipe() {
+    @Test("firstOperation depends on secondOperation")
+    func dependencyExample() {
         let log = ProcLog()
         let secondOperation = InvocationProcedure(argument: 222) { (object: Int) in
             for _ in 0..<5 { log.append("Second Operation - Object = \(object)") }
@@ -220,7 +221,7 @@ fileprivate func performOperation(_ procedure: Procedure) -> Bool {
             for _ in 0..<5 { log.append("First Operation - Object = \(object)") }
         }
         firstOperation.addDependency(secondOperation)
-        let queue = ProcedureQueue(name: "C-5.14a")
+        let queue = ProcedureQueue(name: "dependency")
         queue.addProcedure(firstOperation)
         queue.addProcedure(secondOperation)
         log.append("Main thread is here")
@@ -230,7 +231,7 @@ fileprivate func performOperation(_ procedure: Procedure) -> Bool {
             + Array(repeating: "First Operation - Object = 111", count: 5))
     }
 
-    @Test("AT-OP-32: performOperation by hand")
+    @Test("performOperation by hand")
     func performOperationByHand() {
         // (a) ready and synchronous: runs on this thread.
         let ranOn = ProcBox<UInt>(0)

@@ -1,9 +1,12 @@
-// The iOS 5 Programming Cookbook, chapter 5 (seed 003), recipes 5.1–5.11
-// in Swift over SwiftQueues, with their golden output (SEED-FEATURES.md
-// §8.0, §8.6). Recipe 5.8 (dispatch_after) needs timers: not here.
+// Classic GCD usage examples in Swift over SwiftQueues, each checked
+// against its exact output: closures and captures, context through every
+// submission form, UI work on the main queue, sync on a concurrent queue, a
+// download then display, a file of random numbers made once, once and a
+// singleton, group notify, a private serial queue. The delayed-submission
+// examples are in TimerTests.swift.
 //
 // Substitutions: UIKit output becomes log lines; "the main queue" of the
-// recipes that only need *a* serial UI queue is a serial stand-in queue,
+// examples that only need *a* serial UI queue is a serial stand-in queue,
 // because the test runner does not run on the process's main thread and
 // WorkQueue.main only runs while the main thread drains it.
 
@@ -16,12 +19,12 @@ import Foundation
 import Testing
 import SwiftQueues
 
-@Suite struct CookbookTests {
-    // MARK: - 5.1 Block objects
+@Suite struct UsageExampleTests {
+    // MARK: - Block objects
 
-    /// C-5.1: closures as methods, functions and values.
-    @Test func recipe5_1_constructingClosures() {
-        // `subtract` as a function value (the seed's C function and block).
+    /// Closures as methods, functions and values.
+    @Test func constructingClosures() {
+        // `subtract` as a function value (a C function or a block in C).
         let subtract: (Int, Int) -> Int = { value, from in from - value }
         #expect(subtract(10, 30) == 20)
 
@@ -34,21 +37,21 @@ import SwiftQueues
         }
         let inlineConverter: IntToStringConverter = { "\($0)" }
         let results = [
-            convert(123, using: intToString),          // Example 5-2, standalone
-            convert(123, using: inlineConverter),      // Example 5-3, inline typed
+            convert(123, using: intToString),          // standalone
+            convert(123, using: inlineConverter),      // inline typed
             convert(123, using: { "\($0)" }),          // literal argument
         ]
-        // Run through a queue, as the chapter's closures are meant to be.
+        // Run through a queue, as such closures are meant to be.
         let queue = WorkQueue(label: "com.example.blocks")
         let lines = queue.sync { results.map { "result = \($0)" } }
         #expect(lines == ["result = 123", "result = 123", "result = 123"])
     }
 
-    // MARK: - 5.2 Variables in closures
+    // MARK: - Variables in closures
 
-    /// C-5.2: Swift captures variables by reference (the `__block`
+    /// Swift captures variables by reference (the `__block`
     /// behaviour); a capture list copies (the plain-block behaviour).
-    @Test func recipe5_2_capturingVariables() {
+    @Test func capturingVariables() {
         var log: [String] = []
 
         // independentBlockObject
@@ -100,10 +103,10 @@ import SwiftQueues
                         "Integer value outside the block = 20"])
     }
 
-    // MARK: - 5.3 Calling closures
+    // MARK: - Calling closures
 
-    /// C-5.3: one closure calling another.
-    @Test func recipe5_3_callingClosures() {
+    /// One closure calling another.
+    @Test func callingClosures() {
         let trimString: @Sendable (String) -> String = {
             $0.trimmingCharacters(in: .whitespaces)
         }
@@ -112,11 +115,11 @@ import SwiftQueues
         #expect("Trimmed string = \(trimmed)" == "Trimmed string = O'Reilly")
     }
 
-    // MARK: - 5.4 Context through every submission form
+    // MARK: - Context through every submission form
 
-    /// C-5.4: the context a closure captures arrives unchanged through every
+    /// The context a closure captures arrives unchanged through every
     /// SwiftQueues submission form, and each runs the expected number of times.
-    @Test func recipe5_4_contextArrivesUnchanged() async {
+    @Test func contextArrivesUnchanged() async {
         final class Sentinel: Sendable {}
         let sentinel = Sentinel()
         let hits = AtomicCounter(), mismatches = AtomicCounter()
@@ -148,11 +151,11 @@ import SwiftQueues
         #expect(mismatches.load() == 0)
     }
 
-    // MARK: - 5.5 UI work on the main queue
+    // MARK: - UI work on the main queue
 
-    /// C-5.5a/b: the alert data reaches the UI queue intact (a closure, and
+    /// The alert data reaches the UI queue intact (a closure, and
     /// the `_f` form's owned context, freed by the callee).
-    @Test func recipe5_5_alertOnTheUIQueue() {
+    @Test func alertOnTheUIQueue() {
         let ui = WorkQueue(label: "main.standin")
         let log = EventLog()
 
@@ -180,11 +183,11 @@ import SwiftQueues
                               "title=GCD message=GCD is amazing. button=OK"])
     }
 
-    // MARK: - 5.6 Synchronous work on a concurrent queue
+    // MARK: - Synchronous work on a concurrent queue
 
-    /// Q-SYNC-3 (C-5.6): sync onto the global queue runs on the caller's
+    /// sync onto the global queue runs on the caller's
     /// thread, 1..1000 then 1..1000 in order.
-    @Test func recipe5_6_syncOnTheGlobalQueueRunsOnTheCallersThread() {
+    @Test func syncOnTheGlobalQueueRunsOnTheCallersThread() {
         let caller = currentThread()
         let log = EventLog()
         let otherThread = AtomicCounter()
@@ -205,7 +208,7 @@ import SwiftQueues
         #expect(otherThread.load() == 0)
     }
 
-    // MARK: - 5.7 Non-UI work asynchronously
+    // MARK: - Non-UI work asynchronously
 
     private enum Download {
         case image([UInt8])
@@ -213,11 +216,11 @@ import SwiftQueues
         case empty
     }
 
-    /// C-5.7a: a sync "download" inside an async closure, then a sync hop to
+    /// A sync "download" inside an async closure, then a sync hop to
     /// the UI queue; the nested sync onto the same global queue must not
-    /// deadlock. The three outcomes of the recipe.
+    /// deadlock. Each of the three outcomes: an image, an error, no data.
     @Test(arguments: ["image", "error", "empty"])
-    func recipe5_7a_downloadThenDisplay(outcome: String) {
+    func downloadThenDisplay(outcome: String) {
         let ui = WorkQueue(label: "main.standin")
         let log = EventLog()
         let done = CountingSemaphore(value: 0)
@@ -256,10 +259,10 @@ import SwiftQueues
         }
     }
 
-    /// C-5.7b: generate the random-number file once, then read and sort it.
-    @Test func recipe5_7b_randomNumbersFile() throws {
+    /// Generate the random-number file once, then read and sort it.
+    @Test func randomNumbersFile() throws {
         let directory = FileManager.default.temporaryDirectory
-            .appendingPathComponent("swiftqueues-5.7b-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+            .appendingPathComponent("swiftqueues-random-numbers-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let fileLocation = directory.appendingPathComponent("list.txt")
@@ -304,10 +307,10 @@ import SwiftQueues
         #expect(modified == modifiedAgain)
     }
 
-    // MARK: - 5.9 Once
+    // MARK: - Once
 
-    /// ONCE-1 / ONCE-3 (C-5.9): once, and a singleton.
-    @Test func recipe5_9_runningOnlyOnce() {
+    /// Once ("Executed 1 time(s)"), and a singleton.
+    @Test func runningOnlyOnce() {
         let numberOfEntries = AtomicCounter()
         let log = EventLog()
         let concurrentQueue = WorkQueue.global()
@@ -329,12 +332,12 @@ import SwiftQueues
         #expect(Set(instances.map(\.value)).count == 1)
     }
 
-    // MARK: - 5.10 Grouping tasks
+    // MARK: - Grouping tasks
 
-    /// GRP-2 / GRP-3 (C-5.10): three reloads on the (stand-in) main queue,
+    /// Three reloads on the (stand-in) main queue,
     /// then the notification; the group is released right after `notify`.
     @Test(arguments: [false, true])
-    func recipe5_10_groupNotify(functionForm: Bool) {
+    func groupNotify(functionForm: Bool) {
         let mainQueue = WorkQueue(label: "main.standin")
         let log = EventLog()
         let finished = CountingSemaphore(value: 0)
@@ -373,13 +376,13 @@ import SwiftQueues
                               "Finished: All tasks are finished"])
     }
 
-    // MARK: - 5.11 Serial queues
+    // MARK: - Serial queues
 
-    /// C-5.11 / AT-DQ-10: three closures on a private serial queue, the
+    /// Three closures on a private serial queue, the
     /// queue released right after submitting: 15 lines in order, none on the
     /// main thread. Closure and named-function forms.
     @Test(arguments: [false, true])
-    func recipe5_11_serialQueue(functionForm: Bool) {
+    func serialQueueReleasedRightAfterSubmitting(functionForm: Bool) {
         let log = EventLog()
         let onMainThread = AtomicCounter()
         let finished = CountingSemaphore(value: 0)
@@ -427,8 +430,8 @@ import SwiftQueues
     }
 }
 
-/// The 5.9 singleton, as the recipe builds it: a once token guarding a
-/// static instance.
+/// A singleton built the classic way: a once token guarding a static
+/// instance.
 private final class MySingleton: Sendable {
     private static let onceToken = OnceToken()
     nonisolated(unsafe) private static var instance: MySingleton?  // written once, under the token
