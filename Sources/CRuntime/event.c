@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <errno.h>
 
 static struct {
 	struct event_base *base;
@@ -193,25 +194,32 @@ _sq_debug_timer_wakeups(void)
 }
 
 /*
- * Precise wake-ups. A timer whose leeway is below SQ_TIMER_SPIN_NS
+ * Precise wake-ups. A timer whose leeway is below SQ_TIMER_PRECISE_NS
  * (leeway 0, sq_after) would otherwise start late by two thread wake-ups
  * in a row: the loop's (timerfd, then the scheduler) and a worker's
- * (futex). On a VM each costs 10-100 us (median about 15, 99th percentile
- * about 80). So the loop wakes SQ_TIMER_AHEAD_NS before such a deadline
- * and fires early every timer due by it: the fire function (told `early`)
- * does the loop's part at once (a repeating timer is rescheduled from its
+ * (futex). On a VM each costs 10-100 us (median about 20, 99th percentile
+ * 50-200). So the loop wakes SQ_TIMER_AHEAD_NS before such a deadline
+ * and fires early every timer due by it, and every precise after due
+ * within SQ_TIMER_CHAIN_NS: the fire function (told `early`) does the
+ * loop's part at once (a repeating timer is rescheduled from its
  * deadline) and posts the rest as an "on time" entry. One job at a time,
  * the on-time runner on a worker, takes the entries in deadline order: it
- * sleeps until SQ_TIMER_SPIN_NS before the next deadline (a futex with a
- * timeout; workers have 1 ns of timer slack), spins to it, and does what
- * the loop would have done there (submit the after's work, merge the
- * timer source's tick). The wake-ups of the hand-off happen well ahead;
- * one wake-up lies between the deadline and the handler, and the spin is
- * its margin. The loop goes back to sleep at once, and however many
- * precise timers are pending, they hold one worker. Precise afters close
- * together (each within the margin of the one before) go ahead in one
- * pass: otherwise the loop would wake for the next ones just as the runner
- * spins to the first, and take its CPU on a two-CPU machine.
+ * sleeps until a margin before the next deadline (a futex with a timeout;
+ * workers have 1 ns of timer slack), spins to it, and does what the loop
+ * would have done there (submit the after's work, merge the timer source's
+ * tick). The wake-ups of the hand-off happen well ahead; one wake-up lies
+ * between the deadline and the handler, and the spin is its margin. The
+ * loop goes back to sleep at once, and however many precise timers are
+ * pending, they hold one worker. Precise afters go ahead up to 2 ms at a
+ * time: the loop wakes once per such window, not once per deadline, and
+ * never just as the runner spins to a deadline (on a two-CPU machine that
+ * wake-up would take the runner's CPU).
+ *
+ * The margin adapts (_sq_margin_note): it covers the 99th percentile of
+ * the lateness this machine's timed wake-ups have shown the runner, and no
+ * more; and the spin it costs is held to a CPU budget shared among the
+ * deadlines of the last moments. A deadline closer than the margin plus
+ * the cost of a wake-up is spun to without sleeping.
  *
  * The work is submitted at its deadline (not early with a "not before"
  * mark), so a serial queue sees it arrive when due and nothing submitted
@@ -231,8 +239,108 @@ _sq_debug_timer_wakeups(void)
  * deadlines tens of microseconds apart cost no new runner and no wake-up.
  */
 #define SQ_TIMER_AHEAD_NS (200 * NSEC_PER_USEC)
-#define SQ_TIMER_SPIN_NS (90 * NSEC_PER_USEC)
+#define SQ_TIMER_PRECISE_NS (90 * NSEC_PER_USEC)
 #define SQ_TIMER_CHAIN_NS (2 * NSEC_PER_MSEC)
+/* How far past the spinner's deadline the other runner sleeps before it
+ * looks whether the spinner is held up. */
+#define SQ_TIMER_TAKEOVER_NS (90 * NSEC_PER_USEC)
+
+/*
+ * The spin margin. A timed sleep on a VM wakes a few tens of microseconds
+ * late, and now and then hundreds; a margin that covers nearly every
+ * wake-up costs about that much spin per deadline. Two figures bound it,
+ * recomputed every SQ_MARGIN_WINDOW_NS from the runner's own timed sleeps:
+ *   - the lateness this machine shows: the 99th percentile of the last
+ *     SQ_LATE_SAMPLES wake-ups, plus SQ_MARGIN_PAD_NS (more is spin for
+ *     nothing);
+ *   - a CPU budget: SQ_SPIN_BUDGET_PERMILLE of one CPU, shared among the
+ *     timed wake-ups of the last window, on top of their median lateness
+ *     (the part of the margin a wake-up sleeps through instead of spinning).
+ * So sparse deadlines (a 1 ms timer, a thousand a second) get the whole
+ * margin and are on time, while dense ones (thousands a second at random)
+ * spin less each and are late now and then, at worst by a bare wake-up's
+ * lateness. A deadline closer than the margin plus SQ_TIMER_WAKE_COST_NS
+ * (about the CPU a sleep and its wake-up cost here) is spun to at once.
+ */
+#define SQ_LATE_SAMPLES 256
+#define SQ_MARGIN_WINDOW_NS (50 * NSEC_PER_MSEC)
+#define SQ_MARGIN_PAD_NS (5 * NSEC_PER_USEC)
+#define SQ_MARGIN_MIN_NS (2 * NSEC_PER_USEC)
+#define SQ_MARGIN_MAX_NS (150 * NSEC_PER_USEC)
+#define SQ_MARGIN_START_NS (90 * NSEC_PER_USEC)
+#define SQ_SPIN_BUDGET_PERMILLE 50
+#define SQ_TIMER_WAKE_COST_NS (15 * NSEC_PER_USEC)
+
+static struct {
+	sq_spinlock_t lock;
+	uint32_t late[SQ_LATE_SAMPLES]; /* ns, most recent wake-ups */
+	uint32_t count;                 /* samples held (at most the size) */
+	uint32_t next;                  /* where the next one goes */
+	uint64_t window_start;
+	uint32_t window_wakes;
+	uint64_t margin;                /* atomic: the runners read it */
+	uint64_t p50, p99;              /* the last computed, for tests */
+} _sq_margin = { .margin = SQ_MARGIN_START_NS };
+
+static int
+_sq_u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* A runner's timed sleep to `target` ended at `woke` (timed out, not woken
+ * by a post): one lateness sample; at the end of a window, the margin. */
+static void
+_sq_margin_note(uint64_t target, uint64_t woke)
+{
+	uint64_t late = woke > target ? woke - target : 0;
+	sq_spinlock_lock(&_sq_margin.lock);
+	_sq_margin.late[_sq_margin.next] = late > UINT32_MAX ? UINT32_MAX
+			: (uint32_t)late;
+	_sq_margin.next = (_sq_margin.next + 1) % SQ_LATE_SAMPLES;
+	if (_sq_margin.count < SQ_LATE_SAMPLES)
+		_sq_margin.count++;
+	_sq_margin.window_wakes++;
+	uint64_t span = woke - _sq_margin.window_start;
+	if (_sq_margin.window_start == 0 || woke < _sq_margin.window_start) {
+		_sq_margin.window_start = woke;
+		_sq_margin.window_wakes = 0;
+	} else if (span >= SQ_MARGIN_WINDOW_NS && _sq_margin.count >= 16) {
+		uint32_t sorted[SQ_LATE_SAMPLES];
+		uint32_t n = _sq_margin.count;
+		memcpy(sorted, _sq_margin.late, n * sizeof(uint32_t));
+		qsort(sorted, n, sizeof(uint32_t), _sq_u32_cmp);
+		uint64_t p50 = sorted[n / 2], p99 = sorted[(n - 1) * 99 / 100];
+		/* The budget's spin per wake-up this window. */
+		uint64_t allowance = span * SQ_SPIN_BUDGET_PERMILLE / 1000 /
+				_sq_margin.window_wakes;
+		uint64_t m = p99 + SQ_MARGIN_PAD_NS;
+		if (p50 + allowance < m)
+			m = p50 + allowance;
+		if (m < SQ_MARGIN_MIN_NS)
+			m = SQ_MARGIN_MIN_NS;
+		if (m > SQ_MARGIN_MAX_NS)
+			m = SQ_MARGIN_MAX_NS;
+		_sq_margin.p50 = p50;
+		_sq_margin.p99 = p99;
+		/* Relaxed: a hint each runner reads once per look. */
+		__atomic_store_n(&_sq_margin.margin, m, __ATOMIC_RELAXED);
+		_sq_margin.window_start = woke;
+		_sq_margin.window_wakes = 0;
+	}
+	sq_spinlock_unlock(&_sq_margin.lock);
+}
+
+void
+_sq_debug_timer_margin(uint64_t *margin, uint64_t *p50, uint64_t *p99)
+{
+	sq_spinlock_lock(&_sq_margin.lock);
+	*margin = _sq_margin.margin;
+	*p50 = _sq_margin.p50;
+	*p99 = _sq_margin.p99;
+	sq_spinlock_unlock(&_sq_margin.lock);
+}
 
 static struct {
 	sq_spinlock_t lock;
@@ -332,9 +440,13 @@ _sq_ontime_run(void *unused)
 				__ATOMIC_SEQ_CST);
 		_sq_ontime_start_successor();
 		uint64_t now = _sq_monotonic_ns();
-		if (due != 0 && now + SQ_TIMER_SPIN_NS < due) {
-			_sq_futex_wait_until(&_sq_ontime.seq, seq,
-					(sq_time_t)(due - SQ_TIMER_SPIN_NS));
+		uint64_t margin = __atomic_load_n(&_sq_margin.margin,
+				__ATOMIC_RELAXED);
+		if (due != 0 && now + margin + SQ_TIMER_WAKE_COST_NS < due) {
+			uint64_t target = due - margin;
+			if (_sq_futex_wait_until(&_sq_ontime.seq, seq,
+					(sq_time_t)target) == ETIMEDOUT)
+				_sq_margin_note(target, _sq_monotonic_ns());
 			continue;
 		}
 		if (due != 0 && now < due) {
@@ -351,7 +463,7 @@ _sq_ontime_run(void *unused)
 					__ATOMIC_RELAXED)) {
 				_sq_futex_wait_until(&_sq_ontime.seq, seq,
 						(sq_time_t)(due +
-						SQ_TIMER_SPIN_NS));
+						SQ_TIMER_TAKEOVER_NS));
 				continue;
 			}
 			while (due != 0 && now < due) {
@@ -403,19 +515,22 @@ _sq_ontime_run(void *unused)
 					__ATOMIC_RELAXED);
 		sq_spinlock_unlock(&_sq_ontime.lock);
 		if (!again)
-			return;
+			return; /* a hand-off the work left runs next, here */
+		/* Going on to wait for the next deadline: a queue the work
+		 * made runnable must not wait in this worker's slot. */
+		_sq_pool_flush_next();
 	}
 }
 
 static void _sq_after_fire(struct sq_timer_s *t, uint64_t now, bool early);
 
 /* A timer the on-time list serves: on its clock (monotonic), with less
- * leeway than the spin margin. */
+ * leeway than a plain wake-up is often late by. */
 static inline bool
 _sq_timer_is_precise(const struct sq_timer_s *t)
 {
 	return t->clock == SQ_CLOCK_MONOTONIC &&
-			t->latest - t->deadline < SQ_TIMER_SPIN_NS;
+			t->latest - t->deadline < SQ_TIMER_PRECISE_NS;
 }
 
 /* The same, for a one-shot after. */
@@ -426,40 +541,36 @@ _sq_timer_is_precise_after(const struct sq_timer_s *t)
 }
 
 /* Whether the wake-up at `wake` needs precision: some timer due by it has
- * less than SQ_TIMER_SPIN_NS of leeway (the earliest `latest` is close),
- * less than a plain wake-up is often late by. */
+ * less than SQ_TIMER_PRECISE_NS of leeway (the earliest `latest` is
+ * close), less than a plain wake-up is often late by. */
 static inline bool
 _sq_wake_is_precise(int clock, uint64_t wake)
 {
 	return clock == SQ_CLOCK_MONOTONIC &&
 			_sq_loop.heap[clock][1][0]->latest - wake <
-			SQ_TIMER_SPIN_NS;
+			SQ_TIMER_PRECISE_NS;
 }
 
 /* Fires every timer on `clock` due by `limit`: as due at `now` if its
  * deadline has passed, otherwise early, at its deadline (`limit` is then
- * at most SQ_TIMER_AHEAD_NS ahead). Returns whether any fired. */
+ * SQ_TIMER_AHEAD_NS ahead). An early pass also fires the precise afters
+ * due within SQ_TIMER_CHAIN_NS, up to the first other timer: the loop
+ * then wakes once for all of them, not once per deadline (and never while
+ * the runner spins to one of them, whose CPU it would take on a small
+ * machine). One-shot afters only: a repeating timer's next tick would be
+ * fired ahead again and again. Returns whether any fired. */
 static bool
 _sq_timers_fire(int clock, uint64_t now, uint64_t limit)
 {
 	bool any = false;
-	while (_sq_loop.heap_count[clock] > 0 &&
-			_sq_loop.heap[clock][0][0]->deadline <= limit) {
+	uint64_t after_limit = limit > now ? now + SQ_TIMER_CHAIN_NS : limit;
+	while (_sq_loop.heap_count[clock] > 0) {
 		struct sq_timer_s *t = _sq_loop.heap[clock][0][0];
+		if (t->deadline > after_limit || (t->deadline > limit &&
+				!_sq_timer_is_precise_after(t)))
+			break;
 		_sq_timer_unschedule(t);
 		bool early = t->deadline > now;
-		/* A chain of precise afters close together goes ahead in
-		 * this pass: each extends the window by the margin. Otherwise
-		 * the loop would wake for the next one while the runner spins
-		 * to this one's deadline, and on a small machine take the
-		 * runner's CPU at that moment. One-shot entries only (a
-		 * repeating timer's next tick would extend it again), and
-		 * never more than SQ_TIMER_CHAIN_NS ahead. */
-		if (early && _sq_timer_is_precise_after(t) &&
-				t->deadline + SQ_TIMER_AHEAD_NS > limit &&
-				t->deadline + SQ_TIMER_AHEAD_NS <=
-				now + SQ_TIMER_CHAIN_NS)
-			limit = t->deadline + SQ_TIMER_AHEAD_NS;
 		t->fire(t, early ? t->deadline : now, early);
 		any = true;
 	}
@@ -822,6 +933,9 @@ _sq_loop_atfork_child(void)
 	 * runner the parent had counted does not exist here (left counted,
 	 * no runner would ever start again). */
 	memset(&_sq_ontime, 0, sizeof(_sq_ontime));
+	/* The margin's lessons hold in the child; its lock may have been
+	 * held by a thread that does not exist here. */
+	_sq_margin.lock = (sq_spinlock_t)SQ_SPINLOCK_INIT;
 	_sq_loop.wake_fd = -1;
 	_sq_loop_once = 0;
 	_sq_timer_wakeups = 0;
