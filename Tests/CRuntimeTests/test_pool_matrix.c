@@ -27,7 +27,8 @@
  *             from the slot; then 50-link chains through the slots (each
  *             link displacing nothing, or the previous link into the ring)
  *   hops      hand-offs between serial queues, which go to the submitting
- *             worker's next-job slot: ping-pong chains of random length,
+ *             worker's next-job slot: ping-pong chains of random length
+ *             (up to 30,000 hops; 3,000 in chaos and sanitizer builds),
  *             started from the main thread or by an sq_after handler; in
  *             some one hop blocks after its submission until the next hop
  *             has started (another worker must take it from the slot, after
@@ -398,6 +399,7 @@ struct hops {
 	int block_at;            /* this hop waits for the next one; -1: none */
 	atomic_bool next_started;
 	atomic_int blocked_ok;   /* the blocking hop saw the next one start */
+	atomic_int blocked_done; /* blocking hops that have stopped waiting */
 	atomic_bool stop;        /* set by the stopper task */
 	bool until_stopped;      /* the chain runs until stopped */
 	sem_t done;
@@ -426,6 +428,7 @@ hop_run(struct hops *h, sq_queue_t next, sq_function_t fn)
 			sqt_sleep_us(50);
 		if (atomic_load(&h->next_started))
 			atomic_fetch_add(&h->blocked_ok, 1);
+		atomic_fetch_add(&h->blocked_done, 1);
 	}
 }
 
@@ -442,6 +445,14 @@ hop_b(void *arg)
 	struct hops *h = arg;
 	hop_run(h, h->a, hop_a);
 }
+
+/* Long chains: long enough for the slots' guard to nap at its longest
+ * (well over a millisecond of hops); shorter where hops are slow. */
+#if defined(SQ_CHAOS) || SQT_SANITIZED
+#define HOPS_LONG 3000
+#else
+#define HOPS_LONG 30000
+#endif
 
 static void
 hop_stopper(void *arg)
@@ -461,14 +472,16 @@ scenario_hops(void)
 	uint64_t t0 = sqt_now_ns();
 	uint64_t h0, t0_takes, n0;
 	_sq_debug_pool_handoffs(&h0, &t0_takes, &n0);
-	struct hops h;
+	/* Static: a task of a stalled round may still touch it. */
+	static struct hops h;
 	h.a = sq_queue_create("matrix.hop.a", NULL);
 	h.b = sq_queue_create("matrix.hop.b", NULL);
 	sem_init(&h.done, 0, 0);
 	atomic_init(&h.blocked_ok, 0);
+	atomic_init(&h.blocked_done, 0);
 	for (i = 0; i < rounds; i++) {
 		uint32_t kind = rnd(8);
-		int len = kind < 2 ? 2 + (int)rnd(30000) : 2 + (int)rnd(300);
+		int len = kind < 2 ? 2 + (int)rnd(HOPS_LONG) : 2 + (int)rnd(300);
 		h.until_stopped = kind == 2;
 		atomic_store(&h.left, h.until_stopped ? INT32_MAX : len);
 		h.block_at = kind < 2 ? 1 + (int)rnd((uint32_t)len - 1) : -1;
@@ -504,7 +517,12 @@ scenario_hops(void)
 			break;
 		}
 		if (h.block_at >= 0) {
+			/* The chain may end before the blocked hop has looked. */
 			blocking++;
+			uint64_t end = sqt_now_ns() + ROUND_TIMEOUT_MS * 1000000ull;
+			while (atomic_load(&h.blocked_done) != blocking &&
+					sqt_now_ns() < end)
+				sqt_sleep_us(50);
 			if (atomic_load(&h.blocked_ok) != ok_before + 1) {
 				fprintf(stderr, "hops: round %d: the hop after "
 						"a blocked one did not start\n",
