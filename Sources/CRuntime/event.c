@@ -230,20 +230,29 @@ _sq_debug_timer_wakeups(void)
  *
  * Work of unknown length must not hold up the entries left. A runner stops
  * being counted while it runs an entry's work, and with two entries or more
- * pending a second runner is kept, asleep: at most two are counted, and
- * only one spins at a time (two spinning for close deadlines would hold
- * both CPUs of a small machine, the loop's included). The other sleeps
- * past the spinner's deadline and takes an entry only if it is then
- * overdue (the spinner was preempted, or is still in earlier work). After
- * short work, the usual case, a runner comes back for the next entry, so
- * deadlines tens of microseconds apart cost no new runner and no wake-up.
+ * pending a second runner is kept, a standby: at most two are counted, and
+ * only one (holding the `waiter` claim) sleeps to the head's margin and
+ * spins to its deadline. The standby looks now and then (1 ms apart,
+ * doubling while the waiter keeps time, up to 8 ms), and takes the claim,
+ * or an overdue entry, if the waiter is held up (in an earlier entry's long
+ * work, or preempted): a deadline behind long work is late by at most that
+ * nap. (A standby that woke for every deadline, as it used to, cost one
+ * more wake-up per deadline, more than the whole budget of dense afters.) After short work, the usual
+ * case, a runner comes back for the next entry, so deadlines tens of
+ * microseconds apart cost no new runner and no wake-up; with nothing
+ * listed it lingers SQ_RUNNER_LINGER_NS for the loop's next window.
  */
 #define SQ_TIMER_AHEAD_NS (200 * NSEC_PER_USEC)
 #define SQ_TIMER_PRECISE_NS (90 * NSEC_PER_USEC)
 #define SQ_TIMER_CHAIN_NS (2 * NSEC_PER_MSEC)
-/* How far past the spinner's deadline the other runner sleeps before it
- * looks whether the spinner is held up. */
+/* The standby runner (see below) looks 1 ms apart, twice as long after
+ * each look that finds the waiter on time, up to 8 ms, and never before
+ * the waiter's deadline plus SQ_TIMER_TAKEOVER_NS; a runner with nothing
+ * listed lingers 1 ms for the loop's next window. */
 #define SQ_TIMER_TAKEOVER_NS (90 * NSEC_PER_USEC)
+#define SQ_RUNNER_STANDBY_NS (1 * NSEC_PER_MSEC)
+#define SQ_RUNNER_STANDBY_MAX_NS (8 * NSEC_PER_MSEC)
+#define SQ_RUNNER_LINGER_NS (1 * NSEC_PER_MSEC)
 
 /*
  * The spin margin. A timed sleep on a VM wakes a few tens of microseconds
@@ -349,9 +358,11 @@ static struct {
 	int runners;              /* runner jobs queued or looking for
 				     entries (not those running an entry's
 				     work): 0-2 */
-	uint32_t spinner;         /* 1 while a runner spins to the head's
-				     deadline */
+	uint32_t waiter;          /* 1 while a runner sleeps to the head's
+				     margin or spins to its deadline */
 	uint32_t seq;             /* futex: bumped when the head changes */
+	uint32_t sleepers;        /* runners in (or about to be in) a futex
+				     wait on seq */
 	uint64_t head_due;        /* atomic copy of head->due, or 0 */
 	uint64_t second_due;      /* and of head->next->due, or 0 (no second
 				     entry) */
@@ -402,7 +413,8 @@ _sq_ontime_post(struct sq_ontime_s *e)
 	sq_spinlock_unlock(&_sq_ontime.lock);
 	if (start)
 		_sq_ontime_start_runner();
-	else if (early)
+	else if (early && __atomic_load_n(&_sq_ontime.sleepers,
+			__ATOMIC_SEQ_CST) != 0)
 		_sq_futex_wake(&_sq_ontime.seq, 2);
 }
 
@@ -426,10 +438,30 @@ _sq_ontime_start_successor(void)
 		_sq_ontime_start_runner();
 }
 
+/* A runner's sleep on `seq`, until it changes from `seq_seen` (a post
+ * bumps it after changing the list: _sq_ontime_publish) or `until`.
+ * Counted in `sleepers` so that a post wakes nobody when no runner sleeps
+ * (one system call per after otherwise): the post bumps `seq`, then reads
+ * `sleepers`; the runner counts itself, then the futex compares `seq` with
+ * what it read before (all seq-cst), so either the post sees the sleeper
+ * or the futex sees the new `seq` and returns at once. */
+static int
+_sq_ontime_sleep(uint32_t seq_seen, uint64_t until)
+{
+	__atomic_add_fetch(&_sq_ontime.sleepers, 1, __ATOMIC_SEQ_CST);
+	int r = _sq_futex_wait_until(&_sq_ontime.seq, seq_seen,
+			(sq_time_t)until);
+	__atomic_sub_fetch(&_sq_ontime.sleepers, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
 static void
 _sq_ontime_run(void *unused)
 {
 	(void)unused;
+	bool waiter = false;    /* this runner holds the waiter claim */
+	uint64_t idle_since = 0;
+	uint64_t standby_nap = SQ_RUNNER_STANDBY_NS;
 	for (;;) {
 		/* Read seq before the deadline: a post after this read bumps
 		 * it, so the futex below returns at once instead of
@@ -440,30 +472,61 @@ _sq_ontime_run(void *unused)
 				__ATOMIC_SEQ_CST);
 		_sq_ontime_start_successor();
 		uint64_t now = _sq_monotonic_ns();
-		uint64_t margin = __atomic_load_n(&_sq_margin.margin,
-				__ATOMIC_RELAXED);
-		if (due != 0 && now + margin + SQ_TIMER_WAKE_COST_NS < due) {
-			uint64_t target = due - margin;
-			if (_sq_futex_wait_until(&_sq_ontime.seq, seq,
-					(sq_time_t)target) == ETIMEDOUT)
-				_sq_margin_note(target, _sq_monotonic_ns());
-			continue;
+		if (due == 0) {
+			/* Nothing listed: linger a moment for the loop's next
+			 * window (dense deadlines then cost no new runner), the
+			 * other runner, if any, leaves at once. */
+			if (waiter) {
+				__atomic_store_n(&_sq_ontime.waiter, 0,
+						__ATOMIC_RELEASE);
+				waiter = false;
+			}
+			if (idle_since == 0)
+				idle_since = now;
+			if (now - idle_since < SQ_RUNNER_LINGER_NS &&
+					__atomic_load_n(&_sq_ontime.runners,
+					__ATOMIC_RELAXED) < 2) {
+				_sq_ontime_sleep(seq, idle_since +
+						SQ_RUNNER_LINGER_NS);
+				continue;
+			}
+		} else {
+			idle_since = 0;
 		}
 		if (due != 0 && now < due) {
-			/* One runner spins; two spinning for one deadline, or
-			 * for two close ones, would hold both CPUs of a small
-			 * machine while the loop needs one. The other sleeps
-			 * past the deadline, and takes the entry then only if
-			 * the spinner is held up (preempted, or still in an
-			 * earlier entry's work). Acquire/release: the claim
-			 * orders nothing but itself. */
+			/* One runner waits for the head's deadline, sleeping
+			 * to the margin and spinning the rest: two would both
+			 * wake (and maybe spin, holding both CPUs of a small
+			 * machine while the loop needs one). The other is a
+			 * standby: it looks every SQ_RUNNER_STANDBY_NS, and
+			 * takes over the claim, or an overdue entry, if the
+			 * waiter is held up (in an earlier entry's long work,
+			 * or preempted). Acquire/release: the claim orders
+			 * nothing but itself. */
 			uint32_t free_claim = 0;
-			if (!__atomic_compare_exchange_n(&_sq_ontime.spinner,
-					&free_claim, 1, false, __ATOMIC_ACQUIRE,
-					__ATOMIC_RELAXED)) {
-				_sq_futex_wait_until(&_sq_ontime.seq, seq,
-						(sq_time_t)(due +
-						SQ_TIMER_TAKEOVER_NS));
+			if (!waiter)
+				waiter = __atomic_compare_exchange_n(
+						&_sq_ontime.waiter, &free_claim,
+						1, false, __ATOMIC_ACQUIRE,
+						__ATOMIC_RELAXED);
+			if (!waiter) {
+				/* Each look that finds the waiter on time
+				 * doubles the standby's nap, up to the most. */
+				uint64_t until = due + SQ_TIMER_TAKEOVER_NS;
+				if (until < now + standby_nap)
+					until = now + standby_nap;
+				_sq_ontime_sleep(seq, until);
+				if (standby_nap < SQ_RUNNER_STANDBY_MAX_NS)
+					standby_nap *= 2;
+				continue;
+			}
+			uint64_t margin = __atomic_load_n(&_sq_margin.margin,
+					__ATOMIC_RELAXED);
+			if (now + margin + SQ_TIMER_WAKE_COST_NS < due) {
+				uint64_t target = due - margin;
+				if (_sq_ontime_sleep(seq, target) == ETIMEDOUT)
+					_sq_margin_note(target,
+							_sq_monotonic_ns());
 				continue;
 			}
 			while (due != 0 && now < due) {
@@ -472,8 +535,12 @@ _sq_ontime_run(void *unused)
 						__ATOMIC_RELAXED);
 				now = _sq_monotonic_ns();
 			}
-			__atomic_store_n(&_sq_ontime.spinner, 0,
+		}
+		if (waiter) {
+			/* Given up before the work, which may be long. */
+			__atomic_store_n(&_sq_ontime.waiter, 0,
 					__ATOMIC_RELEASE);
+			waiter = false;
 		}
 		sq_spinlock_lock(&_sq_ontime.lock);
 		struct sq_ontime_s *e = _sq_ontime.head;
@@ -488,6 +555,7 @@ _sq_ontime_run(void *unused)
 			sq_spinlock_unlock(&_sq_ontime.lock);
 			continue; /* raced with a post: look again */
 		}
+		standby_nap = SQ_RUNNER_STANDBY_NS; /* taking entries */
 		struct sq_ontime_s *next = e->next;
 		_sq_ontime.head = next;
 		if (next == NULL)
@@ -506,16 +574,20 @@ _sq_ontime_run(void *unused)
 			_sq_ontime_start_runner();
 		e->run(e);
 		/* Back for the next entry if there is room: after short work
-		 * (the usual case) close deadlines cost no new runner. */
+		 * (the usual case) close deadlines cost no new runner. With
+		 * nothing listed it lingers, unless work waits for this
+		 * worker (a hand-off the work left runs next, here). */
+		bool waiting = _sq_pool_work_waiting();
 		sq_spinlock_lock(&_sq_ontime.lock);
-		bool again = _sq_ontime.head != NULL && _sq_ontime.runners < 2;
+		bool again = _sq_ontime.runners < 2 &&
+				(_sq_ontime.head != NULL || !waiting);
 		if (again)
 			__atomic_store_n(&_sq_ontime.runners,
 					_sq_ontime.runners + 1,
 					__ATOMIC_RELAXED);
 		sq_spinlock_unlock(&_sq_ontime.lock);
 		if (!again)
-			return; /* a hand-off the work left runs next, here */
+			return;
 		/* Going on to wait for the next deadline: a queue the work
 		 * made runnable must not wait in this worker's slot. */
 		_sq_pool_flush_next();
