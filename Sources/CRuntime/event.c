@@ -200,7 +200,7 @@ _sq_debug_timer_wakeups(void)
  * (futex). On a VM each costs 10-100 us (median about 20, 99th percentile
  * 50-200). So the loop wakes SQ_TIMER_AHEAD_NS before such a deadline
  * and fires early every timer due by it, and every precise after due
- * within SQ_TIMER_CHAIN_NS: the fire function (told `early`) does the
+ * within SQ_TIMER_CHAIN_NS (5 ms): the fire function (told `early`) does the
  * loop's part at once (a repeating timer is rescheduled from its
  * deadline) and posts the rest as an "on time" entry. One job at a time,
  * the on-time runner on a worker, takes the entries in deadline order: it
@@ -210,7 +210,7 @@ _sq_debug_timer_wakeups(void)
  * tick). The wake-ups of the hand-off happen well ahead; one wake-up lies
  * between the deadline and the handler, and the spin is its margin. The
  * loop goes back to sleep at once, and however many precise timers are
- * pending, they hold one worker. Precise afters go ahead up to 2 ms at a
+ * pending, they hold one worker. Precise afters go ahead up to 5 ms at a
  * time: the loop wakes once per such window, not once per deadline, and
  * never just as the runner spins to a deadline (on a two-CPU machine that
  * wake-up would take the runner's CPU).
@@ -244,7 +244,7 @@ _sq_debug_timer_wakeups(void)
  */
 #define SQ_TIMER_AHEAD_NS (200 * NSEC_PER_USEC)
 #define SQ_TIMER_PRECISE_NS (90 * NSEC_PER_USEC)
-#define SQ_TIMER_CHAIN_NS (2 * NSEC_PER_MSEC)
+#define SQ_TIMER_CHAIN_NS (5 * NSEC_PER_MSEC)
 /* The standby runner (see below) looks 1 ms apart, twice as long after
  * each look that finds the waiter on time, up to 8 ms, and never before
  * the waiter's deadline plus SQ_TIMER_TAKEOVER_NS; a runner with nothing
@@ -259,25 +259,37 @@ _sq_debug_timer_wakeups(void)
  * late, and now and then hundreds; a margin that covers nearly every
  * wake-up costs about that much spin per deadline. Two figures bound it,
  * recomputed every SQ_MARGIN_WINDOW_NS from the runner's own timed sleeps:
- *   - the lateness this machine shows: the 99th percentile of the last
- *     SQ_LATE_SAMPLES wake-ups, plus SQ_MARGIN_PAD_NS (more is spin for
- *     nothing);
- *   - a CPU budget: SQ_SPIN_BUDGET_PERMILLE of one CPU, shared among the
- *     timed wake-ups of the last window, on top of their median lateness
- *     (the part of the margin a wake-up sleeps through instead of spinning).
- * So sparse deadlines (a 1 ms timer, a thousand a second) get the whole
+ *   - the lateness this machine shows: the second largest of the last
+ *     SQ_LATE_SAMPLES wake-ups (the 99.6th percentile), plus
+ *     SQ_MARGIN_PAD_NS (more is spin for nothing). Nearly every wake-up
+ *     must be covered, not 99%: afters close together are spun to one
+ *     after another from one wake-up, so a late wake-up makes the whole
+ *     group late;
+ *   - a spin allowance per wake-up, on top of their first quartile (the
+ *     part of the margin most wake-ups sleep through instead of spinning):
+ *     SQ_SPIN_ALLOWANCE_NS up to SQ_SPIN_ALLOWANCE_RATE timed wake-ups a
+ *     second, falling with the cube of the rate above that (10 us at
+ *     2,000 a second, 3 us at 3,000). The spin per second then falls as
+ *     deadlines get denser (8% of a CPU at 1,000 a second, 1% at 3,000),
+ *     as the whole cost must to stay within libdispatch's: a wake-up costs
+ *     this VM about 12 us of CPU, and libdispatch, merging dense timers
+ *     within their implicit leeway, spends about 30 us per timer at 3,000
+ *     a second and less beyond.
+ * So sparse deadlines (a 1 ms timer, afters in groups) get the whole
  * margin and are on time, while dense ones (thousands a second at random)
- * spin less each and are late now and then, at worst by a bare wake-up's
- * lateness. A deadline closer than the margin plus SQ_TIMER_WAKE_COST_NS
- * (about the CPU a sleep and its wake-up cost here) is spun to at once.
+ * spin a few microseconds each and are late now and then, at worst by a
+ * bare wake-up's lateness. A deadline closer than the margin plus
+ * SQ_TIMER_WAKE_COST_NS (about the CPU a sleep and its wake-up cost here)
+ * is spun to at once.
  */
 #define SQ_LATE_SAMPLES 256
 #define SQ_MARGIN_WINDOW_NS (50 * NSEC_PER_MSEC)
-#define SQ_MARGIN_PAD_NS (5 * NSEC_PER_USEC)
+#define SQ_MARGIN_PAD_NS (20 * NSEC_PER_USEC)
 #define SQ_MARGIN_MIN_NS (2 * NSEC_PER_USEC)
 #define SQ_MARGIN_MAX_NS (150 * NSEC_PER_USEC)
 #define SQ_MARGIN_START_NS (90 * NSEC_PER_USEC)
-#define SQ_SPIN_BUDGET_PERMILLE 50
+#define SQ_SPIN_ALLOWANCE_NS (80.0 * NSEC_PER_USEC)
+#define SQ_SPIN_ALLOWANCE_RATE 1000.0
 #define SQ_TIMER_WAKE_COST_NS (15 * NSEC_PER_USEC)
 
 static struct {
@@ -288,7 +300,10 @@ static struct {
 	uint64_t window_start;
 	uint32_t window_wakes;
 	uint64_t margin;                /* atomic: the runners read it */
-	uint64_t p50, p99;              /* the last computed, for tests */
+	uint64_t p50, p99;              /* the last computed (p50 is the first
+					   quartile, p99 the second largest),
+					   for tests */
+	uint64_t spun_ns;               /* atomic: time spent spinning */
 } _sq_margin = { .margin = SQ_MARGIN_START_NS };
 
 static int
@@ -320,10 +335,15 @@ _sq_margin_note(uint64_t target, uint64_t woke)
 		uint32_t n = _sq_margin.count;
 		memcpy(sorted, _sq_margin.late, n * sizeof(uint32_t));
 		qsort(sorted, n, sizeof(uint32_t), _sq_u32_cmp);
-		uint64_t p50 = sorted[n / 2], p99 = sorted[(n - 1) * 99 / 100];
-		/* The budget's spin per wake-up this window. */
-		uint64_t allowance = span * SQ_SPIN_BUDGET_PERMILLE / 1000 /
-				_sq_margin.window_wakes;
+		uint64_t p50 = sorted[n / 4]; /* the first quartile */
+		uint64_t p99 = sorted[n - 2];
+		/* The spin a wake-up may cost at this window's rate. */
+		double rate = (double)_sq_margin.window_wakes * 1e9 /
+				(double)span;
+		double share = rate <= SQ_SPIN_ALLOWANCE_RATE ? 1.0 :
+				SQ_SPIN_ALLOWANCE_RATE / rate;
+		uint64_t allowance = (uint64_t)(SQ_SPIN_ALLOWANCE_NS * share *
+				share * share);
 		uint64_t m = p99 + SQ_MARGIN_PAD_NS;
 		if (p50 + allowance < m)
 			m = p50 + allowance;
@@ -342,13 +362,15 @@ _sq_margin_note(uint64_t target, uint64_t woke)
 }
 
 void
-_sq_debug_timer_margin(uint64_t *margin, uint64_t *p50, uint64_t *p99)
+_sq_debug_timer_margin(uint64_t *margin, uint64_t *p50, uint64_t *p99,
+		uint64_t *spun_ns)
 {
 	sq_spinlock_lock(&_sq_margin.lock);
 	*margin = _sq_margin.margin;
 	*p50 = _sq_margin.p50;
 	*p99 = _sq_margin.p99;
 	sq_spinlock_unlock(&_sq_margin.lock);
+	*spun_ns = __atomic_load_n(&_sq_margin.spun_ns, __ATOMIC_RELAXED);
 }
 
 static struct {
@@ -363,6 +385,7 @@ static struct {
 	uint32_t seq;             /* futex: bumped when the head changes */
 	uint32_t sleepers;        /* runners in (or about to be in) a futex
 				     wait on seq */
+	uint32_t standby_word;    /* futex the standby naps on (always 0) */
 	uint64_t head_due;        /* atomic copy of head->due, or 0 */
 	uint64_t second_due;      /* and of head->next->due, or 0 (no second
 				     entry) */
@@ -462,6 +485,7 @@ _sq_ontime_run(void *unused)
 	bool waiter = false;    /* this runner holds the waiter claim */
 	uint64_t idle_since = 0;
 	uint64_t standby_nap = SQ_RUNNER_STANDBY_NS;
+top:
 	for (;;) {
 		/* Read seq before the deadline: a post after this read bumps
 		 * it, so the futex below returns at once instead of
@@ -472,54 +496,55 @@ _sq_ontime_run(void *unused)
 				__ATOMIC_SEQ_CST);
 		_sq_ontime_start_successor();
 		uint64_t now = _sq_monotonic_ns();
-		if (due == 0) {
-			/* Nothing listed: linger a moment for the loop's next
-			 * window (dense deadlines then cost no new runner), the
-			 * other runner, if any, leaves at once. */
-			if (waiter) {
-				__atomic_store_n(&_sq_ontime.waiter, 0,
-						__ATOMIC_RELEASE);
-				waiter = false;
-			}
-			if (idle_since == 0)
+		/* One runner, holding the waiter claim, waits for the head's
+		 * deadline (sleeping to the margin, spinning the rest) and
+		 * lingers when nothing is listed: two would both wake, and
+		 * maybe spin, holding both CPUs of a small machine while the
+		 * loop needs one. Acquire/release: the claim orders nothing
+		 * but itself. */
+		uint32_t free_claim = 0;
+		if (!waiter)
+			waiter = __atomic_compare_exchange_n(&_sq_ontime.waiter,
+					&free_claim, 1, false, __ATOMIC_ACQUIRE,
+					__ATOMIC_RELAXED);
+		if (!waiter) {
+			/* The standby: it naps on a word of its own (posts do
+			 * not wake it), twice as long after each look that
+			 * finds the waiter keeping time, and takes an entry
+			 * overdue by SQ_TIMER_TAKEOVER_NS (the waiter is held
+			 * up: preempted, or in long work, which gives up the
+			 * claim, so the next look takes it over). It leaves
+			 * when two looks in a row find nothing listed. */
+			if (due == 0) {
+				if (idle_since != 0)
+					goto leave;
 				idle_since = now;
-			if (now - idle_since < SQ_RUNNER_LINGER_NS &&
-					__atomic_load_n(&_sq_ontime.runners,
-					__ATOMIC_RELAXED) < 2) {
-				_sq_ontime_sleep(seq, idle_since +
-						SQ_RUNNER_LINGER_NS);
-				continue;
+			} else {
+				idle_since = 0;
 			}
-		} else {
-			idle_since = 0;
-		}
-		if (due != 0 && now < due) {
-			/* One runner waits for the head's deadline, sleeping
-			 * to the margin and spinning the rest: two would both
-			 * wake (and maybe spin, holding both CPUs of a small
-			 * machine while the loop needs one). The other is a
-			 * standby: it looks every SQ_RUNNER_STANDBY_NS, and
-			 * takes over the claim, or an overdue entry, if the
-			 * waiter is held up (in an earlier entry's long work,
-			 * or preempted). Acquire/release: the claim orders
-			 * nothing but itself. */
-			uint32_t free_claim = 0;
-			if (!waiter)
-				waiter = __atomic_compare_exchange_n(
-						&_sq_ontime.waiter, &free_claim,
-						1, false, __ATOMIC_ACQUIRE,
-						__ATOMIC_RELAXED);
-			if (!waiter) {
-				/* Each look that finds the waiter on time
-				 * doubles the standby's nap, up to the most. */
+			if (due == 0 || now < due + SQ_TIMER_TAKEOVER_NS) {
 				uint64_t until = due + SQ_TIMER_TAKEOVER_NS;
-				if (until < now + standby_nap)
+				if (due == 0 || until < now + standby_nap)
 					until = now + standby_nap;
-				_sq_ontime_sleep(seq, until);
+				_sq_futex_wait_until(&_sq_ontime.standby_word, 0,
+						(sq_time_t)until);
 				if (standby_nap < SQ_RUNNER_STANDBY_MAX_NS)
 					standby_nap *= 2;
 				continue;
 			}
+		} else if (due == 0) {
+			/* Nothing listed: linger a moment for the loop's next
+			 * window, so dense deadlines start no runner job each. */
+			if (idle_since == 0)
+				idle_since = now;
+			if (now - idle_since < SQ_RUNNER_LINGER_NS) {
+				_sq_ontime_sleep(seq, idle_since +
+						SQ_RUNNER_LINGER_NS);
+				continue;
+			}
+			goto leave;
+		} else if (now < due) {
+			idle_since = 0;
 			uint64_t margin = __atomic_load_n(&_sq_margin.margin,
 					__ATOMIC_RELAXED);
 			if (now + margin + SQ_TIMER_WAKE_COST_NS < due) {
@@ -529,13 +554,27 @@ _sq_ontime_run(void *unused)
 							_sq_monotonic_ns());
 				continue;
 			}
-			while (due != 0 && now < due) {
+			/* Spin to the deadline; a new, earlier head is spun to
+			 * instead, and a later one (the standby took this
+			 * entry) is looked at again. */
+			uint64_t spin_from = now;
+			while (now < due) {
 				_sq_cpu_relax();
-				due = __atomic_load_n(&_sq_ontime.head_due,
+				uint64_t d = __atomic_load_n(
+						&_sq_ontime.head_due,
 						__ATOMIC_RELAXED);
+				if (d != due && (d == 0 || d > due))
+					break;
+				due = d;
 				now = _sq_monotonic_ns();
 			}
+			/* Relaxed: a figure for tests and benchmarks. */
+			__atomic_add_fetch(&_sq_margin.spun_ns, now - spin_from,
+					__ATOMIC_RELAXED);
+			if (now < due)
+				continue;
 		}
+		idle_since = 0;
 		if (waiter) {
 			/* Given up before the work, which may be long. */
 			__atomic_store_n(&_sq_ontime.waiter, 0,
@@ -545,11 +584,8 @@ _sq_ontime_run(void *unused)
 		sq_spinlock_lock(&_sq_ontime.lock);
 		struct sq_ontime_s *e = _sq_ontime.head;
 		if (e == NULL) {
-			__atomic_store_n(&_sq_ontime.runners,
-					_sq_ontime.runners - 1,
-					__ATOMIC_RELAXED);
 			sq_spinlock_unlock(&_sq_ontime.lock);
-			return;
+			continue;
 		}
 		if (e->due > _sq_monotonic_ns()) {
 			sq_spinlock_unlock(&_sq_ontime.lock);
@@ -591,6 +627,30 @@ _sq_ontime_run(void *unused)
 		/* Going on to wait for the next deadline: a queue the work
 		 * made runnable must not wait in this worker's slot. */
 		_sq_pool_flush_next();
+	}
+leave:
+	/* Nothing listed (checked again under the lock). A waiter that
+	 * leaves gives up the claim, and wakes a standby napping on its
+	 * word: it lingers in its turn, or leaves too. */
+	{
+		bool was_waiter = waiter;
+		if (waiter) {
+			__atomic_store_n(&_sq_ontime.waiter, 0,
+					__ATOMIC_RELEASE);
+			waiter = false;
+		}
+		sq_spinlock_lock(&_sq_ontime.lock);
+		if (_sq_ontime.head != NULL) {
+			sq_spinlock_unlock(&_sq_ontime.lock);
+			idle_since = 0;
+			goto top; /* a post came in: back to work */
+		}
+		__atomic_store_n(&_sq_ontime.runners, _sq_ontime.runners - 1,
+				__ATOMIC_RELAXED);
+		bool other = _sq_ontime.runners > 0;
+		sq_spinlock_unlock(&_sq_ontime.lock);
+		if (was_waiter && other)
+			_sq_futex_wake(&_sq_ontime.standby_word, 1);
 	}
 }
 

@@ -412,15 +412,18 @@ static void hop_b(void *arg);
 static void
 hop_run(struct hops *h, sq_queue_t next, sq_function_t fn)
 {
+	/* Read before the submission: once the next hop runs, the round may
+	 * end and the main thread set up the next one. */
+	int block_at = h->block_at;
 	int left = atomic_fetch_sub(&h->left, 1) - 1;
-	if (left == h->block_at - 1)
+	if (left == block_at - 1)
 		atomic_store(&h->next_started, true);
 	if (left == 0 || (h->until_stopped && atomic_load(&h->stop))) {
 		sem_post(&h->done);
 		return;
 	}
 	sq_async_f(next, h, fn);
-	if (left == h->block_at) {
+	if (left == block_at) {
 		/* Block this worker: the next hop, in its slot, must be taken
 		 * by another one (at width 1, one the monitor adds). */
 		uint64_t end = sqt_now_ns() + 5000000000ull;
