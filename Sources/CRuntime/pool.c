@@ -779,13 +779,19 @@ _sq_pool_work_waiting(void)
  * two naps (0.5 ms) instead of 8 us.
  *
  * The guard leaves when other work shows up, when it took a job, or when
- * two looks in a row find every slot empty (the hand-offs have ended; in
- * its awake phase, when they have stayed empty SQ_NEXT_STEAL_NS). A guard
+ * SQ_GUARD_EMPTY_NAPS looks in a row after naps find every slot empty (the
+ * hand-offs have ended; in its awake phase, when the slots have stayed
+ * empty SQ_NEXT_STEAL_NS). Not at the first empty look: a chain of
+ * hand-offs leaves its slot empty while each job runs (about half the time
+ * for Swift's task round trips), and a guard that left would be woken again
+ * by the owner's next hand-off, a system call on the owner's path and a
+ * new awake phase. A guard
  * that leaves clears `guard` before it gives up searching, and giving up
  * looks at the slots again (point 3 of the wake-up invariant).
  */
 
-#define SQ_GUARD_AWAKE_NS (16 * NSEC_PER_USEC)
+#define SQ_GUARD_AWAKE_NS (10 * NSEC_PER_USEC)
+#define SQ_GUARD_EMPTY_NAPS 4
 #define SQ_GUARD_NAP_MIN_NS (16 * NSEC_PER_USEC)
 #define SQ_GUARD_NAP_MAX_NS (256 * NSEC_PER_USEC)
 
@@ -865,7 +871,7 @@ _sq_next_guard(struct sq_worker_s *self, int *root)
 		since[i] = start;
 	}
 	uint64_t nap = SQ_GUARD_NAP_MIN_NS;
-	bool was_empty = false;
+	unsigned empty_naps = 0; /* naps in a row after which all were empty */
 	struct sq_job_s *job = NULL;
 	for (;;) {
 		uint64_t now = _sq_monotonic_ns();
@@ -920,12 +926,10 @@ _sq_next_guard(struct sq_worker_s *self, int *root)
 		}
 		if (occupied) {
 			quiet_since = now;
-			was_empty = false;
-		} else if (napped ? was_empty : now - quiet_since >=
-				SQ_NEXT_STEAL_NS) {
+			empty_naps = 0;
+		} else if (napped ? ++empty_naps >= SQ_GUARD_EMPTY_NAPS :
+				now - quiet_since >= SQ_NEXT_STEAL_NS) {
 			break; /* the hand-offs have ended */
-		} else {
-			was_empty = napped;
 		}
 	}
 out:
