@@ -236,16 +236,17 @@ _sq_debug_timer_wakeups(void)
  * doubling while the waiter keeps time, up to 8 ms), and takes the claim,
  * or an overdue entry, if the waiter is held up (in an earlier entry's long
  * work, or preempted): a deadline behind long work is late by at most that
- * nap. (A standby that woke for every deadline, as it used to, cost one
- * more wake-up per deadline, more than the whole budget of dense afters.) After short work, the usual
- * case, a runner comes back for the next entry, so deadlines tens of
- * microseconds apart cost no new runner and no wake-up; with nothing
- * listed it lingers SQ_RUNNER_LINGER_NS for the loop's next window.
+ * nap. (A standby that woke for every deadline would cost one more
+ * wake-up per deadline, more than the whole budget of dense afters.)
+ * After short work, the usual case, a runner comes back for the next
+ * entry, so deadlines tens of microseconds apart cost no new runner and no
+ * wake-up; with nothing listed it lingers SQ_RUNNER_LINGER_NS for the
+ * loop's next window.
  */
 #define SQ_TIMER_AHEAD_NS (200 * NSEC_PER_USEC)
 #define SQ_TIMER_PRECISE_NS (90 * NSEC_PER_USEC)
 #define SQ_TIMER_CHAIN_NS (5 * NSEC_PER_MSEC)
-/* The standby runner (see below) looks 1 ms apart, twice as long after
+/* The standby runner (above) looks 1 ms apart, twice as long after
  * each look that finds the waiter on time, up to 8 ms, and never before
  * the waiter's deadline plus SQ_TIMER_TAKEOVER_NS; a runner with nothing
  * listed lingers 1 ms for the loop's next window. */
