@@ -26,8 +26,8 @@
 // While runners are busy with short procedures, an add does not take the
 // lock: it pushes the procedure onto a lock-free inbox that the runners
 // empty under the lock they take for their next batch anyway (see
-// `addProcedure`). The adding thread used to spend about a fifth of its
-// time spinning for the lock while a runner did a batch's bookkeeping.
+// `addProcedure`), instead of spinning for the lock while a runner does a
+// batch's bookkeeping (about a fifth of the adding thread's time).
 //
 //===----------------------------------------------------------------------===//
 
