@@ -10,8 +10,14 @@
 #include "harness.h"
 #include "dispatch_compat.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <time.h>
@@ -262,6 +268,88 @@ pingpong_theirs(size_t ops)
 	wait_done();
 }
 
+/*
+ * The same at a pool width of 8 and 16 (SQ_WORKERS), to show that a wide
+ * pool costs a hop nothing more. The width is read once, when the pool
+ * starts, so each run is a child process (this program again, with
+ * BENCH_QUEUES_CHILD=pingpong-ours or -theirs and SQ_WORKERS set): it
+ * warms up with 10,000 hops, times `ops` hops and prints ns per hop.
+ * libdispatch's side runs in the same kind of child, at its own width.
+ */
+#define PP_WIDTH_ENV "BENCH_PINGPONG_OPS"
+
+int
+bench_queues_child(const char *mode)
+{
+	const char *ops_s = getenv(PP_WIDTH_ENV);
+	size_t ops = ops_s ? (size_t)strtoull(ops_s, NULL, 10) : 0;
+	bool ours = strcmp(mode, "pingpong-ours") == 0;
+	if (ops == 0 || (!ours && strcmp(mode, "pingpong-theirs") != 0)) {
+		fprintf(stderr, "bench: bad child mode %s\n", mode);
+		return 2;
+	}
+	pingpong_setup();
+	if (ours)
+		pingpong_ours(10000);
+	else
+		pingpong_theirs(10000);
+	uint64_t t0 = bench_mono_ns();
+	if (ours)
+		pingpong_ours(ops);
+	else
+		pingpong_theirs(ops);
+	double ns = (double)(bench_mono_ns() - t0) / (double)ops;
+	printf("%.3f\n", ns);
+	return 0;
+}
+
+static double
+pingpong_in_child(const char *side, unsigned width, size_t ops)
+{
+	char exe[4096];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (len <= 0)
+		bench_fail("readlink /proc/self/exe");
+	exe[len] = '\0';
+	char cmd[4096 + 128];
+	snprintf(cmd, sizeof(cmd), "BENCH_QUEUES_CHILD=pingpong-%s "
+			"SQ_WORKERS=%u %s=%zu '%s'", side, width, PP_WIDTH_ENV,
+			ops, exe);
+	FILE *p = popen(cmd, "r");
+	if (p == NULL)
+		bench_fail("popen: %s", strerror(errno));
+	double ns = -1;
+	if (fscanf(p, "%lf", &ns) != 1)
+		ns = -1;
+	if (pclose(p) != 0 || ns < 0)
+		bench_fail("ping-pong child (%s, width %u) failed", side, width);
+	return ns;
+}
+
+static void
+pingpong8_ours(size_t ops)
+{
+	bench_report_value(pingpong_in_child("ours", 8, ops), ops);
+}
+
+static void
+pingpong8_theirs(size_t ops)
+{
+	bench_report_value(pingpong_in_child("theirs", 8, ops), ops);
+}
+
+static void
+pingpong16_ours(size_t ops)
+{
+	bench_report_value(pingpong_in_child("ours", 16, ops), ops);
+}
+
+static void
+pingpong16_theirs(size_t ops)
+{
+	bench_report_value(pingpong_in_child("theirs", 16, ops), ops);
+}
+
 /* ---- semaphore ping-pong between two threads ------------------------------ */
 
 static struct {
@@ -470,7 +558,13 @@ const bench_scenario_t bench_queues[] = {
 	  "libdispatch", 1.0, serial_setup, serial_teardown },
 	{ "ping-pong 2 serial queues", 200000,
 	  pingpong_ours, pingpong_theirs,
-	  "libdispatch", 0.8, pingpong_setup, pingpong_teardown },
+	  "libdispatch", 0.3, pingpong_setup, pingpong_teardown },
+	{ "ping-pong, SQ_WORKERS=8", 200000,
+	  pingpong8_ours, pingpong8_theirs,
+	  "libdispatch", 0.3, NULL, NULL },
+	{ "ping-pong, SQ_WORKERS=16", 200000,
+	  pingpong16_ours, pingpong16_theirs,
+	  "libdispatch", 0.3, NULL, NULL },
 	{ "semaphore ping-pong 2 threads", 30000,
 	  sema_pingpong_ours, sema_pingpong_theirs,
 	  "libdispatch", 1.0, sema_setup, sema_teardown },

@@ -44,6 +44,7 @@ static const bench_scenario_t *const bench_areas[] = {
 	bench_sources,
 	bench_pool,
 	bench_trace,
+	bench_timers,
 	NULL
 };
 
@@ -203,6 +204,7 @@ start_idle_thread(void)
 struct result {
 	const bench_scenario_t *sc;
 	size_t ops;
+	unsigned rounds;   /* counted rounds run (a scenario may ask fewer) */
 	double *ours;      /* ns/op per round */
 	double *theirs;
 	double ours_median;
@@ -379,10 +381,11 @@ write_json(const char *path, const struct result *res, unsigned n,
 		json_string(f, r->sc->name);
 		fprintf(f, ", \"theirs\": ");
 		json_string(f, r->sc->theirs_label);
-		fprintf(f, ", \"ops\": %zu,\n     \"ours_ns\": ", r->ops);
-		json_samples(f, r->ours, rounds);
+		fprintf(f, ", \"ops\": %zu, \"rounds\": %u,\n     "
+				"\"ours_ns\": ", r->ops, r->rounds);
+		json_samples(f, r->ours, r->rounds);
 		fprintf(f, ",\n     \"theirs_ns\": ");
-		json_samples(f, r->theirs, rounds);
+		json_samples(f, r->theirs, r->rounds);
 		fprintf(f, ",\n     \"ours_median\": %.3f, \"theirs_median\": "
 				"%.3f, \"ratio\": %.4f, ", r->ours_median,
 				r->theirs_median, r->ratio);
@@ -442,6 +445,15 @@ env_number(const char *name, double def, double lo, double hi)
 	return v;
 }
 
+/* Set by a scenario's setup through bench_limit_rounds; 0: no limit. */
+static unsigned rounds_limit;
+
+void
+bench_limit_rounds(unsigned rounds)
+{
+	rounds_limit = rounds;
+}
+
 static void
 run_scenario(struct result *r, unsigned rounds, double scale)
 {
@@ -456,20 +468,23 @@ run_scenario(struct result *r, unsigned rounds, double scale)
 	if (r->ours == NULL || r->theirs == NULL)
 		bench_fail("out of memory");
 
+	rounds_limit = 0;
 	if (sc->setup != NULL)
 		sc->setup();
+	r->rounds = rounds_limit != 0 && rounds_limit < rounds ? rounds_limit
+			: rounds;
 	/* Warm-up: fault in pages, fill caches, start lazy threads. */
 	run_once(sc->ours, r->ops);
 	run_once(sc->theirs, r->ops);
-	for (i = 0; i < rounds; i++) {
+	for (i = 0; i < r->rounds; i++) {
 		r->ours[i] = run_once(sc->ours, r->ops);
 		r->theirs[i] = run_once(sc->theirs, r->ops);
 	}
 	if (sc->teardown != NULL)
 		sc->teardown();
 
-	r->ours_median = median(r->ours, rounds);
-	r->theirs_median = median(r->theirs, rounds);
+	r->ours_median = median(r->ours, r->rounds);
+	r->theirs_median = median(r->theirs, r->rounds);
 	r->ratio = r->theirs_median > 0 ? r->ours_median / r->theirs_median : 0;
 }
 
@@ -487,6 +502,8 @@ main(int argc, char **argv)
 
 	if (getenv("BENCH_POOL_CHILD"))
 		return bench_pool_child(getenv("BENCH_POOL_CHILD"));
+	if (getenv("BENCH_QUEUES_CHILD"))
+		return bench_queues_child(getenv("BENCH_QUEUES_CHILD"));
 
 	while ((c = getopt(argc, argv, "ho:l")) != -1) {
 		switch (c) {

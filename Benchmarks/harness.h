@@ -45,10 +45,19 @@ extern const bench_scenario_t bench_io[];
 extern const bench_scenario_t bench_sources[];
 extern const bench_scenario_t bench_pool[];
 extern const bench_scenario_t bench_trace[];
+extern const bench_scenario_t bench_timers[];
 
 /* bench_pool.c's child processes: main() runs this instead of the table
  * when BENCH_POOL_CHILD is set, and returns its exit status. */
 int bench_pool_child(const char *mode);
+
+/* bench_queues.c's child processes (a pool width of their own): main() runs
+ * this instead of the table when BENCH_QUEUES_CHILD is set. */
+int bench_queues_child(const char *mode);
+
+/* From a scenario's setup: run at most `rounds` counted rounds of it (for
+ * scenarios whose run lasts seconds). */
+void bench_limit_rounds(unsigned rounds);
 
 /* Restarts the clock of the current run: what came before does not count.
  * Call these two from the thread the harness called the run function on. */

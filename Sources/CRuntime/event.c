@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <errno.h>
 
 static struct {
 	struct event_base *base;
@@ -209,25 +210,32 @@ _sq_debug_timer_wakeups(void)
 }
 
 /*
- * Precise wake-ups. A timer whose leeway is below SQ_TIMER_SPIN_NS
+ * Precise wake-ups. A timer whose leeway is below SQ_TIMER_PRECISE_NS
  * (leeway 0, sq_after) would otherwise start late by two thread wake-ups
  * in a row: the loop's (timerfd, then the scheduler) and a worker's
- * (futex). On a VM each costs 10-100 us (median about 15, 99th percentile
- * about 80). So the loop wakes SQ_TIMER_AHEAD_NS before such a deadline
- * and fires early every timer due by it: the fire function (told `early`)
- * does the loop's part at once (a repeating timer is rescheduled from its
+ * (futex). On a VM each costs 10-100 us (median about 20, 99th percentile
+ * 50-200). So the loop wakes SQ_TIMER_AHEAD_NS before such a deadline
+ * and fires early every timer due by it, and every precise after due
+ * within SQ_TIMER_CHAIN_NS (5 ms): the fire function (told `early`) does the
+ * loop's part at once (a repeating timer is rescheduled from its
  * deadline) and posts the rest as an "on time" entry. One job at a time,
  * the on-time runner on a worker, takes the entries in deadline order: it
- * sleeps until SQ_TIMER_SPIN_NS before the next deadline (a futex with a
- * timeout; workers have 1 ns of timer slack), spins to it, and does what
- * the loop would have done there (submit the after's work, merge the
- * timer source's tick). The wake-ups of the hand-off happen well ahead;
- * one wake-up lies between the deadline and the handler, and the spin is
- * its margin. The loop goes back to sleep at once, and however many
- * precise timers are pending, they hold one worker. Precise afters close
- * together (each within the margin of the one before) go ahead in one
- * pass: otherwise the loop would wake for the next ones just as the runner
- * spins to the first, and take its CPU on a two-CPU machine.
+ * sleeps until a margin before the next deadline (a futex with a timeout;
+ * workers have 1 ns of timer slack), spins to it, and does what the loop
+ * would have done there (submit the after's work, merge the timer source's
+ * tick). The wake-ups of the hand-off happen well ahead; one wake-up lies
+ * between the deadline and the handler, and the spin is its margin. The
+ * loop goes back to sleep at once, and however many precise timers are
+ * pending, they hold one worker. Precise afters go ahead up to 5 ms at a
+ * time: the loop wakes once per such window, not once per deadline, and
+ * never just as the runner spins to a deadline (on a two-CPU machine that
+ * wake-up would take the runner's CPU).
+ *
+ * The margin adapts (_sq_margin_note): it covers the 99th percentile of
+ * the lateness this machine's timed wake-ups have shown the runner, and no
+ * more; and the spin it costs is held to a CPU budget shared among the
+ * deadlines of the last moments. A deadline closer than the margin plus
+ * the cost of a wake-up is spun to without sleeping.
  *
  * The work is submitted at its deadline (not early with a "not before"
  * mark), so a serial queue sees it arrive when due and nothing submitted
@@ -238,17 +246,149 @@ _sq_debug_timer_wakeups(void)
  *
  * Work of unknown length must not hold up the entries left. A runner stops
  * being counted while it runs an entry's work, and with two entries or more
- * pending a second runner is kept, asleep: at most two are counted, and
- * only one spins at a time (two spinning for close deadlines would hold
- * both CPUs of a small machine, the loop's included). The other sleeps
- * past the spinner's deadline and takes an entry only if it is then
- * overdue (the spinner was preempted, or is still in earlier work). After
- * short work, the usual case, a runner comes back for the next entry, so
- * deadlines tens of microseconds apart cost no new runner and no wake-up.
+ * pending a second runner is kept, a standby: at most two are counted, and
+ * only one (holding the `waiter` claim) sleeps to the head's margin and
+ * spins to its deadline. The standby looks now and then (1 ms apart,
+ * doubling while the waiter keeps time, up to 8 ms), and takes the claim,
+ * or an overdue entry, if the waiter is held up (in an earlier entry's long
+ * work, or preempted): a deadline behind long work is late by at most that
+ * nap. (A standby that woke for every deadline would cost one more
+ * wake-up per deadline, more than the whole budget of dense afters.)
+ * After short work, the usual case, a runner comes back for the next
+ * entry, so deadlines tens of microseconds apart cost no new runner and no
+ * wake-up; with nothing listed it lingers SQ_RUNNER_LINGER_NS for the
+ * loop's next window.
  */
 #define SQ_TIMER_AHEAD_NS (200 * NSEC_PER_USEC)
-#define SQ_TIMER_SPIN_NS (90 * NSEC_PER_USEC)
-#define SQ_TIMER_CHAIN_NS (2 * NSEC_PER_MSEC)
+#define SQ_TIMER_PRECISE_NS (90 * NSEC_PER_USEC)
+#define SQ_TIMER_CHAIN_NS (5 * NSEC_PER_MSEC)
+/* The standby runner (above) looks 1 ms apart, twice as long after
+ * each look that finds the waiter on time, up to 8 ms, and never before
+ * the waiter's deadline plus SQ_TIMER_TAKEOVER_NS; a runner with nothing
+ * listed lingers 1 ms for the loop's next window. */
+#define SQ_TIMER_TAKEOVER_NS (90 * NSEC_PER_USEC)
+#define SQ_RUNNER_STANDBY_NS (1 * NSEC_PER_MSEC)
+#define SQ_RUNNER_STANDBY_MAX_NS (8 * NSEC_PER_MSEC)
+#define SQ_RUNNER_LINGER_NS (1 * NSEC_PER_MSEC)
+
+/*
+ * The spin margin. A timed sleep on a VM wakes a few tens of microseconds
+ * late, and now and then hundreds; a margin that covers nearly every
+ * wake-up costs about that much spin per deadline. Two figures bound it,
+ * recomputed every SQ_MARGIN_WINDOW_NS from the runner's own timed sleeps:
+ *   - the lateness this machine shows: the second largest of the last
+ *     SQ_LATE_SAMPLES wake-ups (the 99.6th percentile), plus
+ *     SQ_MARGIN_PAD_NS (more is spin for nothing). Nearly every wake-up
+ *     must be covered, not 99%: afters close together are spun to one
+ *     after another from one wake-up, so a late wake-up makes the whole
+ *     group late;
+ *   - a spin allowance per wake-up, on top of their first quartile (the
+ *     part of the margin most wake-ups sleep through instead of spinning):
+ *     SQ_SPIN_ALLOWANCE_NS up to SQ_SPIN_ALLOWANCE_RATE timed wake-ups a
+ *     second, falling with the cube of the rate above that (10 us at
+ *     2,000 a second, 3 us at 3,000). The spin per second then falls as
+ *     deadlines get denser (8% of a CPU at 1,000 a second, 1% at 3,000),
+ *     as the whole cost must to stay within libdispatch's: a wake-up costs
+ *     this VM about 12 us of CPU, and libdispatch, merging dense timers
+ *     within their implicit leeway, spends about 30 us per timer at 3,000
+ *     a second and less beyond.
+ * So sparse deadlines (a 1 ms timer, afters in groups) get the whole
+ * margin and are on time, while dense ones (thousands a second at random)
+ * spin a few microseconds each and are late now and then, at worst by a
+ * bare wake-up's lateness. A deadline closer than the margin plus
+ * SQ_TIMER_WAKE_COST_NS (about the CPU a sleep and its wake-up cost here)
+ * is spun to at once.
+ */
+#define SQ_LATE_SAMPLES 256
+#define SQ_MARGIN_WINDOW_NS (50 * NSEC_PER_MSEC)
+#define SQ_MARGIN_PAD_NS (20 * NSEC_PER_USEC)
+#define SQ_MARGIN_MIN_NS (2 * NSEC_PER_USEC)
+#define SQ_MARGIN_MAX_NS (150 * NSEC_PER_USEC)
+#define SQ_MARGIN_START_NS (90 * NSEC_PER_USEC)
+#define SQ_SPIN_ALLOWANCE_NS (80.0 * NSEC_PER_USEC)
+#define SQ_SPIN_ALLOWANCE_RATE 1000.0
+#define SQ_TIMER_WAKE_COST_NS (15 * NSEC_PER_USEC)
+
+static struct {
+	sq_spinlock_t lock;
+	uint32_t late[SQ_LATE_SAMPLES]; /* ns, most recent wake-ups */
+	uint32_t count;                 /* samples held (at most the size) */
+	uint32_t next;                  /* where the next one goes */
+	uint64_t window_start;
+	uint32_t window_wakes;
+	uint64_t margin;                /* atomic: the runners read it */
+	uint64_t p50, p99;              /* the last computed (p50 is the first
+					   quartile, p99 the second largest),
+					   for tests */
+	uint64_t spun_ns;               /* atomic: time spent spinning */
+} _sq_margin = { .margin = SQ_MARGIN_START_NS };
+
+static int
+_sq_u32_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/* A runner's timed sleep to `target` ended at `woke` (timed out, not woken
+ * by a post): one lateness sample; at the end of a window, the margin. */
+static void
+_sq_margin_note(uint64_t target, uint64_t woke)
+{
+	uint64_t late = woke > target ? woke - target : 0;
+	sq_spinlock_lock(&_sq_margin.lock);
+	_sq_margin.late[_sq_margin.next] = late > UINT32_MAX ? UINT32_MAX
+			: (uint32_t)late;
+	_sq_margin.next = (_sq_margin.next + 1) % SQ_LATE_SAMPLES;
+	if (_sq_margin.count < SQ_LATE_SAMPLES)
+		_sq_margin.count++;
+	_sq_margin.window_wakes++;
+	uint64_t span = woke - _sq_margin.window_start;
+	if (_sq_margin.window_start == 0 || woke < _sq_margin.window_start) {
+		_sq_margin.window_start = woke;
+		_sq_margin.window_wakes = 0;
+	} else if (span >= SQ_MARGIN_WINDOW_NS && _sq_margin.count >= 16) {
+		uint32_t sorted[SQ_LATE_SAMPLES];
+		uint32_t n = _sq_margin.count;
+		memcpy(sorted, _sq_margin.late, n * sizeof(uint32_t));
+		qsort(sorted, n, sizeof(uint32_t), _sq_u32_cmp);
+		uint64_t p50 = sorted[n / 4]; /* the first quartile */
+		uint64_t p99 = sorted[n - 2];
+		/* The spin a wake-up may cost at this window's rate. */
+		double rate = (double)_sq_margin.window_wakes * 1e9 /
+				(double)span;
+		double share = rate <= SQ_SPIN_ALLOWANCE_RATE ? 1.0 :
+				SQ_SPIN_ALLOWANCE_RATE / rate;
+		uint64_t allowance = (uint64_t)(SQ_SPIN_ALLOWANCE_NS * share *
+				share * share);
+		uint64_t m = p99 + SQ_MARGIN_PAD_NS;
+		if (p50 + allowance < m)
+			m = p50 + allowance;
+		if (m < SQ_MARGIN_MIN_NS)
+			m = SQ_MARGIN_MIN_NS;
+		if (m > SQ_MARGIN_MAX_NS)
+			m = SQ_MARGIN_MAX_NS;
+		_sq_margin.p50 = p50;
+		_sq_margin.p99 = p99;
+		/* Relaxed: a hint each runner reads once per look. */
+		__atomic_store_n(&_sq_margin.margin, m, __ATOMIC_RELAXED);
+		_sq_margin.window_start = woke;
+		_sq_margin.window_wakes = 0;
+	}
+	sq_spinlock_unlock(&_sq_margin.lock);
+}
+
+void
+_sq_debug_timer_margin(uint64_t *margin, uint64_t *p50, uint64_t *p99,
+		uint64_t *spun_ns)
+{
+	sq_spinlock_lock(&_sq_margin.lock);
+	*margin = _sq_margin.margin;
+	*p50 = _sq_margin.p50;
+	*p99 = _sq_margin.p99;
+	sq_spinlock_unlock(&_sq_margin.lock);
+	*spun_ns = __atomic_load_n(&_sq_margin.spun_ns, __ATOMIC_RELAXED);
+}
 
 static struct {
 	sq_spinlock_t lock;
@@ -257,9 +397,12 @@ static struct {
 	int runners;              /* runner jobs queued or looking for
 				     entries (not those running an entry's
 				     work): 0-2 */
-	uint32_t spinner;         /* 1 while a runner spins to the head's
-				     deadline */
+	uint32_t waiter;          /* 1 while a runner sleeps to the head's
+				     margin or spins to its deadline */
 	uint32_t seq;             /* futex: bumped when the head changes */
+	uint32_t sleepers;        /* runners in (or about to be in) a futex
+				     wait on seq */
+	uint32_t standby_word;    /* futex the standby naps on (always 0) */
 	uint64_t head_due;        /* atomic copy of head->due, or 0 */
 	uint64_t second_due;      /* and of head->next->due, or 0 (no second
 				     entry) */
@@ -310,7 +453,8 @@ _sq_ontime_post(struct sq_ontime_s *e)
 	sq_spinlock_unlock(&_sq_ontime.lock);
 	if (start)
 		_sq_ontime_start_runner();
-	else if (early)
+	else if (early && __atomic_load_n(&_sq_ontime.sleepers,
+			__ATOMIC_SEQ_CST) != 0)
 		_sq_futex_wake(&_sq_ontime.seq, 2);
 }
 
@@ -334,10 +478,31 @@ _sq_ontime_start_successor(void)
 		_sq_ontime_start_runner();
 }
 
+/* A runner's sleep on `seq`, until it changes from `seq_seen` (a post
+ * bumps it after changing the list: _sq_ontime_publish) or `until`.
+ * Counted in `sleepers` so that a post wakes nobody when no runner sleeps
+ * (one system call per after otherwise): the post bumps `seq`, then reads
+ * `sleepers`; the runner counts itself, then the futex compares `seq` with
+ * what it read before (all seq-cst), so either the post sees the sleeper
+ * or the futex sees the new `seq` and returns at once. */
+static int
+_sq_ontime_sleep(uint32_t seq_seen, uint64_t until)
+{
+	__atomic_add_fetch(&_sq_ontime.sleepers, 1, __ATOMIC_SEQ_CST);
+	int r = _sq_futex_wait_until(&_sq_ontime.seq, seq_seen,
+			(sq_time_t)until);
+	__atomic_sub_fetch(&_sq_ontime.sleepers, 1, __ATOMIC_RELAXED);
+	return r;
+}
+
 static void
 _sq_ontime_run(void *unused)
 {
 	(void)unused;
+	bool waiter = false;    /* this runner holds the waiter claim */
+	uint64_t idle_since = 0;
+	uint64_t standby_nap = SQ_RUNNER_STANDBY_NS;
+top:
 	for (;;) {
 		/* Read seq before the deadline: a post after this read bumps
 		 * it, so the futex below returns at once instead of
@@ -348,50 +513,102 @@ _sq_ontime_run(void *unused)
 				__ATOMIC_SEQ_CST);
 		_sq_ontime_start_successor();
 		uint64_t now = _sq_monotonic_ns();
-		if (due != 0 && now + SQ_TIMER_SPIN_NS < due) {
-			_sq_futex_wait_until(&_sq_ontime.seq, seq,
-					(sq_time_t)(due - SQ_TIMER_SPIN_NS));
-			continue;
-		}
-		if (due != 0 && now < due) {
-			/* One runner spins; two spinning for one deadline, or
-			 * for two close ones, would hold both CPUs of a small
-			 * machine while the loop needs one. The other sleeps
-			 * past the deadline, and takes the entry then only if
-			 * the spinner is held up (preempted, or still in an
-			 * earlier entry's work). Acquire/release: the claim
-			 * orders nothing but itself. */
-			uint32_t free_claim = 0;
-			if (!__atomic_compare_exchange_n(&_sq_ontime.spinner,
+		/* One runner, holding the waiter claim, waits for the head's
+		 * deadline (sleeping to the margin, spinning the rest) and
+		 * lingers when nothing is listed: two would both wake, and
+		 * maybe spin, holding both CPUs of a small machine while the
+		 * loop needs one. Acquire/release: the claim orders nothing
+		 * but itself. */
+		uint32_t free_claim = 0;
+		if (!waiter)
+			waiter = __atomic_compare_exchange_n(&_sq_ontime.waiter,
 					&free_claim, 1, false, __ATOMIC_ACQUIRE,
-					__ATOMIC_RELAXED)) {
-				_sq_futex_wait_until(&_sq_ontime.seq, seq,
-						(sq_time_t)(due +
-						SQ_TIMER_SPIN_NS));
+					__ATOMIC_RELAXED);
+		if (!waiter) {
+			/* The standby: it naps on a word of its own (posts do
+			 * not wake it), twice as long after each look that
+			 * finds the waiter keeping time, and takes an entry
+			 * overdue by SQ_TIMER_TAKEOVER_NS (the waiter is held
+			 * up: preempted, or in long work, which gives up the
+			 * claim, so the next look takes it over). It leaves
+			 * when two looks in a row find nothing listed. */
+			if (due == 0) {
+				if (idle_since != 0)
+					goto leave;
+				idle_since = now;
+			} else {
+				idle_since = 0;
+			}
+			if (due == 0 || now < due + SQ_TIMER_TAKEOVER_NS) {
+				uint64_t until = due + SQ_TIMER_TAKEOVER_NS;
+				if (due == 0 || until < now + standby_nap)
+					until = now + standby_nap;
+				_sq_futex_wait_until(&_sq_ontime.standby_word, 0,
+						(sq_time_t)until);
+				if (standby_nap < SQ_RUNNER_STANDBY_MAX_NS)
+					standby_nap *= 2;
 				continue;
 			}
-			while (due != 0 && now < due) {
+		} else if (due == 0) {
+			/* Nothing listed: linger a moment for the loop's next
+			 * window, so dense deadlines start no runner job each. */
+			if (idle_since == 0)
+				idle_since = now;
+			if (now - idle_since < SQ_RUNNER_LINGER_NS) {
+				_sq_ontime_sleep(seq, idle_since +
+						SQ_RUNNER_LINGER_NS);
+				continue;
+			}
+			goto leave;
+		} else if (now < due) {
+			idle_since = 0;
+			uint64_t margin = __atomic_load_n(&_sq_margin.margin,
+					__ATOMIC_RELAXED);
+			if (now + margin + SQ_TIMER_WAKE_COST_NS < due) {
+				uint64_t target = due - margin;
+				if (_sq_ontime_sleep(seq, target) == ETIMEDOUT)
+					_sq_margin_note(target,
+							_sq_monotonic_ns());
+				continue;
+			}
+			/* Spin to the deadline; a new, earlier head is spun to
+			 * instead, and a later one (the standby took this
+			 * entry) is looked at again. */
+			uint64_t spin_from = now;
+			while (now < due) {
 				_sq_cpu_relax();
-				due = __atomic_load_n(&_sq_ontime.head_due,
+				uint64_t d = __atomic_load_n(
+						&_sq_ontime.head_due,
 						__ATOMIC_RELAXED);
+				if (d != due && (d == 0 || d > due))
+					break;
+				due = d;
 				now = _sq_monotonic_ns();
 			}
-			__atomic_store_n(&_sq_ontime.spinner, 0,
+			/* Relaxed: a figure for tests and benchmarks. */
+			__atomic_add_fetch(&_sq_margin.spun_ns, now - spin_from,
+					__ATOMIC_RELAXED);
+			if (now < due)
+				continue;
+		}
+		idle_since = 0;
+		if (waiter) {
+			/* Given up before the work, which may be long. */
+			__atomic_store_n(&_sq_ontime.waiter, 0,
 					__ATOMIC_RELEASE);
+			waiter = false;
 		}
 		sq_spinlock_lock(&_sq_ontime.lock);
 		struct sq_ontime_s *e = _sq_ontime.head;
 		if (e == NULL) {
-			__atomic_store_n(&_sq_ontime.runners,
-					_sq_ontime.runners - 1,
-					__ATOMIC_RELAXED);
 			sq_spinlock_unlock(&_sq_ontime.lock);
-			return;
+			continue;
 		}
 		if (e->due > _sq_monotonic_ns()) {
 			sq_spinlock_unlock(&_sq_ontime.lock);
 			continue; /* raced with a post: look again */
 		}
+		standby_nap = SQ_RUNNER_STANDBY_NS; /* taking entries */
 		struct sq_ontime_s *next = e->next;
 		_sq_ontime.head = next;
 		if (next == NULL)
@@ -410,9 +627,13 @@ _sq_ontime_run(void *unused)
 			_sq_ontime_start_runner();
 		e->run(e);
 		/* Back for the next entry if there is room: after short work
-		 * (the usual case) close deadlines cost no new runner. */
+		 * (the usual case) close deadlines cost no new runner. With
+		 * nothing listed it lingers, unless work waits for this
+		 * worker (a hand-off the work left runs next, here). */
+		bool waiting = _sq_pool_work_waiting();
 		sq_spinlock_lock(&_sq_ontime.lock);
-		bool again = _sq_ontime.head != NULL && _sq_ontime.runners < 2;
+		bool again = _sq_ontime.runners < 2 &&
+				(_sq_ontime.head != NULL || !waiting);
 		if (again)
 			__atomic_store_n(&_sq_ontime.runners,
 					_sq_ontime.runners + 1,
@@ -420,18 +641,45 @@ _sq_ontime_run(void *unused)
 		sq_spinlock_unlock(&_sq_ontime.lock);
 		if (!again)
 			return;
+		/* Going on to wait for the next deadline: a queue the work
+		 * made runnable must not wait in this worker's slot. */
+		_sq_pool_flush_next();
+	}
+leave:
+	/* Nothing listed (checked again under the lock). A waiter that
+	 * leaves gives up the claim, and wakes a standby napping on its
+	 * word: it lingers in its turn, or leaves too. */
+	{
+		bool was_waiter = waiter;
+		if (waiter) {
+			__atomic_store_n(&_sq_ontime.waiter, 0,
+					__ATOMIC_RELEASE);
+			waiter = false;
+		}
+		sq_spinlock_lock(&_sq_ontime.lock);
+		if (_sq_ontime.head != NULL) {
+			sq_spinlock_unlock(&_sq_ontime.lock);
+			idle_since = 0;
+			goto top; /* a post came in: back to work */
+		}
+		__atomic_store_n(&_sq_ontime.runners, _sq_ontime.runners - 1,
+				__ATOMIC_RELAXED);
+		bool other = _sq_ontime.runners > 0;
+		sq_spinlock_unlock(&_sq_ontime.lock);
+		if (was_waiter && other)
+			_sq_futex_wake(&_sq_ontime.standby_word, 1);
 	}
 }
 
 static void _sq_after_fire(struct sq_timer_s *t, uint64_t now, bool early);
 
 /* A timer the on-time list serves: on its clock (monotonic), with less
- * leeway than the spin margin. */
+ * leeway than a plain wake-up is often late by. */
 static inline bool
 _sq_timer_is_precise(const struct sq_timer_s *t)
 {
 	return t->clock == SQ_CLOCK_MONOTONIC &&
-			t->latest - t->deadline < SQ_TIMER_SPIN_NS;
+			t->latest - t->deadline < SQ_TIMER_PRECISE_NS;
 }
 
 /* The same, for a one-shot after. */
@@ -442,40 +690,36 @@ _sq_timer_is_precise_after(const struct sq_timer_s *t)
 }
 
 /* Whether the wake-up at `wake` needs precision: some timer due by it has
- * less than SQ_TIMER_SPIN_NS of leeway (the earliest `latest` is close),
- * less than a plain wake-up is often late by. */
+ * less than SQ_TIMER_PRECISE_NS of leeway (the earliest `latest` is
+ * close), less than a plain wake-up is often late by. */
 static inline bool
 _sq_wake_is_precise(int clock, uint64_t wake)
 {
 	return clock == SQ_CLOCK_MONOTONIC &&
 			_sq_loop.heap[clock][1][0]->latest - wake <
-			SQ_TIMER_SPIN_NS;
+			SQ_TIMER_PRECISE_NS;
 }
 
 /* Fires every timer on `clock` due by `limit`: as due at `now` if its
  * deadline has passed, otherwise early, at its deadline (`limit` is then
- * at most SQ_TIMER_AHEAD_NS ahead). Returns whether any fired. */
+ * SQ_TIMER_AHEAD_NS ahead). An early pass also fires the precise afters
+ * due within SQ_TIMER_CHAIN_NS, up to the first other timer: the loop
+ * then wakes once for all of them, not once per deadline (and never while
+ * the runner spins to one of them, whose CPU it would take on a small
+ * machine). One-shot afters only: a repeating timer's next tick would be
+ * fired ahead again and again. Returns whether any fired. */
 static bool
 _sq_timers_fire(int clock, uint64_t now, uint64_t limit)
 {
 	bool any = false;
-	while (_sq_loop.heap_count[clock] > 0 &&
-			_sq_loop.heap[clock][0][0]->deadline <= limit) {
+	uint64_t after_limit = limit > now ? now + SQ_TIMER_CHAIN_NS : limit;
+	while (_sq_loop.heap_count[clock] > 0) {
 		struct sq_timer_s *t = _sq_loop.heap[clock][0][0];
+		if (t->deadline > after_limit || (t->deadline > limit &&
+				!_sq_timer_is_precise_after(t)))
+			break;
 		_sq_timer_unschedule(t);
 		bool early = t->deadline > now;
-		/* A chain of precise afters close together goes ahead in
-		 * this pass: each extends the window by the margin. Otherwise
-		 * the loop would wake for the next one while the runner spins
-		 * to this one's deadline, and on a small machine take the
-		 * runner's CPU at that moment. One-shot entries only (a
-		 * repeating timer's next tick would extend it again), and
-		 * never more than SQ_TIMER_CHAIN_NS ahead. */
-		if (early && _sq_timer_is_precise_after(t) &&
-				t->deadline + SQ_TIMER_AHEAD_NS > limit &&
-				t->deadline + SQ_TIMER_AHEAD_NS <=
-				now + SQ_TIMER_CHAIN_NS)
-			limit = t->deadline + SQ_TIMER_AHEAD_NS;
 		SQ_TRACE_TIMER_BEGIN(t, now, t->fire == _sq_after_fire);
 		t->fire(t, early ? t->deadline : now, early);
 		SQ_TRACE_TIMER_END();
@@ -974,6 +1218,9 @@ _sq_loop_atfork_child(void)
 	 * runner the parent had counted does not exist here (left counted,
 	 * no runner would ever start again). */
 	memset(&_sq_ontime, 0, sizeof(_sq_ontime));
+	/* The margin's lessons hold in the child; its lock may have been
+	 * held by a thread that does not exist here. */
+	_sq_margin.lock = (sq_spinlock_t)SQ_SPINLOCK_INIT;
 	_sq_loop.wake_fd = -1;
 	_sq_timer_wakeups = 0;
 }

@@ -88,6 +88,11 @@ SQ_INTERNAL void _sq_timer_schedule(struct sq_timer_s *t);
 SQ_INTERNAL void _sq_timer_unschedule(struct sq_timer_s *t);
 /* Loop passes that fired timers so far (for tests). */
 SQ_INTERNAL uint64_t _sq_debug_timer_wakeups(void);
+/* The on-time runner's current spin margin and the wake-up lateness
+ * percentiles it came from, and the time spent spinning so far, ns (for
+ * tests and benchmarks). */
+SQ_INTERNAL void _sq_debug_timer_margin(uint64_t *margin, uint64_t *p50,
+		uint64_t *p99, uint64_t *spun_ns);
 /* Current time on a clock, ns. */
 SQ_INTERNAL uint64_t _sq_clock_now(int clock);
 

@@ -10,9 +10,14 @@
  *   without a read-modify-write, the owner and thieves take from the head
  *   with a CAS. A worker's submissions to the root it is running go to its
  *   own ring: hot in its cache, and stealable by idle workers.
- * - A worker looks: its ring, then the root queues (by priority, with aging
- *   so LOW and BACKGROUND are never starved; every 61st look starts with
- *   the roots for fairness), then the other workers' rings; then it parks.
+ * - Each worker also has a one-entry next-job slot (Go's runnext): a queue
+ *   its job made runnable, or a Swift task it handed on, runs there next,
+ *   on the same thread, with no wake-up. One searcher guards the slots and
+ *   takes a job whose owner has gone on with something long.
+ * - A worker looks: its slot, its ring, then the root queues (by priority,
+ *   with aging so LOW and BACKGROUND are never starved; every 61st look
+ *   starts with the roots for fairness), then the other workers' rings,
+ *   then it guards the others' slots; then it parks.
  * - Parking is a futex per worker; idle workers form a list, and a wake-up
  *   takes the one idle longest (see "Idle list"). A submission wakes
  *   a worker only when nobody is searching, and at most one idle worker spins
@@ -134,6 +139,11 @@ struct sq_worker_s {
 	/* The next-job slot (see "Next-job slot" below). */
 	uintptr_t next;      /* a ring-style entry or 0; owner puts, anyone takes */
 	uint32_t next_streak; /* owner only: slot jobs run in a row */
+	uint32_t guard_nap;  /* futex word: 1 while napping as the slots' guard */
+	/* Diagnostics, written by this worker only (_sq_debug_pool_handoffs). */
+	uint64_t handoffs;   /* slot jobs it ran as their owner */
+	uint64_t slot_takes; /* slot jobs it took from others as the guard */
+	uint64_t guard_naps; /* naps it took as the guard */
 };
 
 struct sq_root_rq_s {
@@ -150,6 +160,10 @@ static struct {
 	int32_t slots;   /* high-water mark of worker slots ever used */
 	int32_t searching;
 	int32_t spinning;
+	/* The searcher guarding the next-job slots, and the same while it
+	 * naps (see "Guarding next-job slots"); NULL when none. */
+	struct sq_worker_s *guard;
+	struct sq_worker_s *sleeper;
 	uint32_t spin_ns;  /* the adaptive spin budget (relaxed: a hint) */
 	int32_t nidle;
 	uint32_t pop_counter;
@@ -427,22 +441,35 @@ _sq_roots_empty(void)
 	return true;
 }
 
-/* Whether any work is visible to a looking worker (next-job slots
- * included: a searcher must not park while one is occupied). */
+/* Whether any work is in a run queue: a root queue, a ring, or (with
+ * `slots`) a next-job slot. */
 static bool
-_sq_pool_has_work(void)
+_sq_pool_has_work_in(bool slots)
 {
 	if (!_sq_roots_empty())
 		return true;
-	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
-	for (int i = 0; i < slots; i++) {
+	int32_t n = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < n; i++) {
 		struct sq_worker_s *w = &_sq_pool.workers[i];
 		if (__atomic_load_n(&w->slot_state, __ATOMIC_ACQUIRE) ==
 				SQ_SLOT_LIVE && (!_sq_ring_empty(&w->ring) ||
-				__atomic_load_n(&w->next, __ATOMIC_SEQ_CST)))
+				(slots && __atomic_load_n(&w->next,
+				__ATOMIC_SEQ_CST))))
 			return true;
 	}
 	return false;
+}
+
+/* Whether work is visible that a looking worker must not park past: next-
+ * job slots count only while no searcher guards them (a guard looks at
+ * them on its own, see "Guarding next-job slots"). Seq-cst load of the
+ * guard: a guard that leaves clears it, then looks at the slots itself, so
+ * either we see it still there or it sees the job we saw. */
+static bool
+_sq_pool_has_work(void)
+{
+	return _sq_pool_has_work_in(__atomic_load_n(&_sq_pool.guard,
+			__ATOMIC_SEQ_CST) == NULL);
 }
 
 /* ---- Idle list, waking, spawning ------------------------------------- */
@@ -687,15 +714,40 @@ _sq_worker_wake(struct sq_worker_s *w)
 	SQ_POOL_EVENT(SQ_TRACE_WAKE, w, 0);
 }
 
+/* Wakes the slots' guard if it naps (see "Guarding next-job slots"): a
+ * job in a root queue or a ring must not wait for the end of its nap. */
+static void
+_sq_pool_wake_sleeper(void)
+{
+	/* Seq-cst, after the job's enqueue: the guard publishes itself as
+	 * the sleeper, then looks at the roots and rings before it sleeps,
+	 * so either we see it here or it sees our job. Whoever takes the
+	 * sleeper word out (the guard itself when its nap ends) owns the
+	 * wake-up. */
+	if (__atomic_load_n(&_sq_pool.sleeper, __ATOMIC_SEQ_CST) == NULL)
+		return;
+	struct sq_worker_s *g = __atomic_exchange_n(&_sq_pool.sleeper, NULL,
+			__ATOMIC_SEQ_CST);
+	if (g == NULL)
+		return;
+	SQ_CHAOS_POINT();
+	/* Release: pairs with the guard's acquire wait for this store. */
+	__atomic_store_n(&g->guard_nap, 0, __ATOMIC_RELEASE);
+	_sq_futex_wake(&g->guard_nap, 1);
+}
+
 /* Gets one more worker looking for work, unless one already is. */
 static void
 _sq_pool_notify(void)
 {
 	/* Seq-cst load after the job's (full-barrier) enqueue: a searcher
 	 * that stops searching looks at the queues after its decrement, so
-	 * either we see it counted or it sees our job. */
-	if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST) != 0)
+	 * either we see it counted or it sees our job. A counted searcher
+	 * may be the slots' guard in a nap: it must look now. */
+	if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST) != 0) {
+		_sq_pool_wake_sleeper();
 		return;
+	}
 	/* Saturated (the common case in a burst): nobody idle to wake and no
 	 * room for a new worker. Seq-cst, after the enqueue: a worker that
 	 * parks counts itself in `nidle` before its seq-cst look at the
@@ -768,18 +820,23 @@ _sq_pool_push(int root, struct sq_job_s *job)
 
 /* ---- Next-job slot -------------------------------------------------------
  *
- * Go's runnext. A job submitted with _sq_pool_push_next by a job running on
- * a worker (a Swift task's child, a resumed continuation) goes to that
- * worker's one-entry slot, displacing the slot's previous job to the normal
- * path. When the current job returns, the worker takes its slot first: the
- * hand-off stays on one thread, warm in its cache, with no other worker
- * taking it. It is still in a run queue for every other purpose: the push
- * notifies like any other (so a searcher exists or is woken), a searcher
- * sees occupied slots in _sq_pool_has_work and so never parks past one, and
- * takes a slot's job once it has sat there SQ_NEXT_STEAL_NS while its owner
- * ran the same job (the owner is busy with something long). The owner runs
- * at most SQ_NEXT_STREAK slot jobs in a row, then one from its ring, the
- * roots or a steal, so a ping-pong pair cannot starve the rest.
+ * Go's runnext, Tokio's LIFO slot. A job submitted with _sq_pool_push_next
+ * by a job running on a worker goes to that worker's one-entry slot,
+ * displacing the slot's previous job to the normal path: a queue that the
+ * job's work made runnable (queue.c, _sq_queue_enqueue_self), and from the
+ * Swift executor a task's child, a resumed continuation, a task back from
+ * an actor. When the current job returns, the worker takes its slot first:
+ * the hand-off stays on one thread, warm in its cache, with no wake-up and
+ * no other worker taking it. It is still in a run queue for every other
+ * purpose: the push makes sure a searcher exists (waking one only when none
+ * does), parking workers see occupied slots in _sq_pool_has_work unless the
+ * slots' guard watches them, and the guard takes a slot's job once it has
+ * sat there SQ_NEXT_STEAL_NS while its owner ran the same job (the owner is
+ * busy with something long; see "Guarding next-job slots"). The owner runs
+ * at most SQ_NEXT_STREAK slot jobs in a row while other work is queued:
+ * then it runs one of those, and moves its slot's job to its ring first,
+ * so a ping-pong pair cannot starve the rest and the pair's next job is
+ * not held up behind that work.
  */
 
 #define SQ_NEXT_STREAK 32u
@@ -804,8 +861,36 @@ _sq_pool_push_next(int root, struct sq_job_s *job)
 	if (old != 0)
 		_sq_pool_push((int)(old & SQ_RING_ROOT_MASK),
 				(struct sq_job_s *)(old & ~SQ_RING_ROOT_MASK));
-	else
+	/* A searcher, awake or the guard in a nap, covers a slot: it is
+	 * looked at within a nap, and the owner takes it first anyway. So
+	 * unlike a root or ring job, a hand-off does not wake the guard, and
+	 * a chain of them costs one shared load each. */
+	else if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST) == 0)
 		_sq_pool_notify();
+}
+
+/* Moves the calling worker's slot job, if any, to the normal path (its
+ * ring or a root queue), where any worker may take it at once: for work
+ * that goes on after a hand-off instead of returning. */
+void
+_sq_pool_flush_next(void)
+{
+	struct sq_worker_s *w = _sq_self;
+	if (w == NULL || __atomic_load_n(&w->next, __ATOMIC_RELAXED) == 0)
+		return;
+	/* Acquire: the submitter's writes to the job (its seq-cst store). */
+	uintptr_t e = __atomic_exchange_n(&w->next, 0, __ATOMIC_ACQ_REL);
+	if (e != 0)
+		_sq_pool_push((int)(e & SQ_RING_ROOT_MASK),
+				(struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK));
+}
+
+bool
+_sq_pool_can_hand_off(void)
+{
+	/* A worker's job, outside sq_apply_f (whose chunks go on running
+	 * after a submission). */
+	return _sq_self != NULL && _sq_apply_depth == 0;
 }
 
 /* The owner takes its own slot's job (NULL if empty or stolen). */
@@ -835,82 +920,188 @@ _sq_pool_work_waiting(void)
 	return !_sq_roots_empty();
 }
 
-/* Whether a root queue or another worker's ring holds a job (next-job
- * slots aside). */
+/* ---- Guarding next-job slots ------------------------------------------------
+ *
+ * A slot's job runs on its owner when the owner's job returns. If that job
+ * goes on instead (it blocks, or computes after its hand-off), another
+ * worker takes the slot's job: the guard. At most one searcher at a time
+ * is the guard (`_sq_pool.guard`, claimed by CAS); other searchers leave
+ * the slots to it (_sq_pool_has_work skips guarded slots) and park. The
+ * guard takes a job that has sat in its slot SQ_NEXT_STEAL_NS while the
+ * owner kept running the same job (its `jobs` count did not move).
+ *
+ * While hand-offs keep coming (a ping-pong refills a slot every hop) the
+ * guard has nothing to do but watch. It watches awake for
+ * SQ_GUARD_AWAKE_NS (spinning, then yielding), then naps between looks:
+ * SQ_GUARD_NAP_MIN_NS, twice as long after each nap, up to
+ * SQ_GUARD_NAP_MAX_NS. Napping it stays counted in `searching`, so
+ * hand-offs wake nobody, and it is `_sq_pool.sleeper`, so a job pushed to
+ * a root queue or a ring wakes it at once (_sq_pool_notify). A long chain
+ * of hand-offs thus costs a few thousand short sleeps a second on one other
+ * worker instead of that worker's CPU. The price: a job left in a slot by an
+ * owner that then runs long, while the guard naps, is taken after up to
+ * two naps (0.5 ms) instead of 8 us.
+ *
+ * The guard leaves when other work shows up, when it took a job, or when
+ * SQ_GUARD_EMPTY_NAPS looks in a row after naps find every slot empty (the
+ * hand-offs have ended; in its awake phase, when the slots have stayed
+ * empty SQ_NEXT_STEAL_NS). Not at the first empty look: a chain of
+ * hand-offs leaves its slot empty while each job runs (about half the time
+ * for Swift's task round trips), and a guard that left would be woken again
+ * by the owner's next hand-off, a system call on the owner's path and a
+ * new awake phase. A guard
+ * that leaves clears `guard` before it gives up searching, and giving up
+ * looks at the slots again (point 3 of the wake-up invariant).
+ */
+
+#define SQ_GUARD_AWAKE_NS (10 * NSEC_PER_USEC)
+#define SQ_GUARD_EMPTY_NAPS 4
+#define SQ_GUARD_NAP_MIN_NS (16 * NSEC_PER_USEC)
+#define SQ_GUARD_NAP_MAX_NS (256 * NSEC_PER_USEC)
+
+/* Whether another worker's slot holds a job (a racy look). */
 static bool
-_sq_pool_has_queued_work(struct sq_worker_s *self)
+_sq_slots_occupied(struct sq_worker_s *self, uint32_t n)
 {
-	if (!_sq_roots_empty())
-		return true;
-	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
-	for (int i = 0; i < slots; i++) {
+	for (uint32_t i = 0; i < n; i++) {
 		struct sq_worker_s *v = &_sq_pool.workers[i];
-		if (v != self && __atomic_load_n(&v->slot_state,
-				__ATOMIC_ACQUIRE) == SQ_SLOT_LIVE &&
-				!_sq_ring_empty(&v->ring))
+		if (v != self && __atomic_load_n(&v->next, __ATOMIC_RELAXED)
+				&& __atomic_load_n(&v->slot_state,
+				__ATOMIC_ACQUIRE) == SQ_SLOT_LIVE)
 			return true;
 	}
 	return false;
 }
 
-/* A worker that found nothing else looks at the others' slots. It waits
- * by an occupied one, reading only (a searcher stays counted, so the
- * owner's notify costs a shared load and wakes nobody), and takes its job
- * once the same job has sat there SQ_NEXT_STEAL_NS while the owner kept
- * running the same job (its `jobs` count did not move): the owner is busy
- * with something long. It stops waiting when other work shows up, or when
- * the slot has stayed empty that long (the hand-offs have ended); then the
- * caller looks again or parks, which re-checks the slots. */
-static struct sq_job_s *
-_sq_next_steal(struct sq_worker_s *self, int *root)
+/* The guard naps `ns`, or until a submission to a root queue or a ring
+ * wakes it. Returns false when woken so (work to look at). */
+static bool
+_sq_guard_nap(struct sq_worker_s *self, uint64_t ns)
 {
-	uint32_t slots = (uint32_t)__atomic_load_n(&_sq_pool.slots,
-			__ATOMIC_ACQUIRE);
-	uint32_t start = self->tick * 2654435761u;
-	struct sq_worker_s *v = NULL;
-	uintptr_t e = 0;
-	for (uint32_t k = 0; k < slots && e == 0; k++) {
-		v = &_sq_pool.workers[(start + k) % slots];
-		if (v != self && __atomic_load_n(&v->slot_state,
-				__ATOMIC_ACQUIRE) == SQ_SLOT_LIVE)
-			e = __atomic_load_n(&v->next, __ATOMIC_RELAXED);
+	__atomic_store_n(&self->guard_naps, self->guard_naps + 1,
+			__ATOMIC_RELAXED);
+	__atomic_store_n(&self->guard_nap, 1, __ATOMIC_RELAXED);
+	/* Seq-cst store, then a seq-cst look at the roots and rings: pairs
+	 * with a submitter's enqueue, then its load of `sleeper`. */
+	__atomic_store_n(&_sq_pool.sleeper, self, __ATOMIC_SEQ_CST);
+	SQ_CHAOS_POINT();
+	if (!_sq_pool_has_work_in(false)) {
+		sq_time_t until = (sq_time_t)(_sq_monotonic_ns() + ns);
+		while (__atomic_load_n(&self->guard_nap, __ATOMIC_ACQUIRE) == 1
+				&& _sq_futex_wait_until(&self->guard_nap, 1,
+				until) != ETIMEDOUT) {
+		}
 	}
-	if (e == 0)
+	if (__atomic_exchange_n(&_sq_pool.sleeper, NULL, __ATOMIC_SEQ_CST)
+			== self)
+		return true;
+	/* A submitter took us out of `sleeper` and is about to clear our
+	 * word; wait for that store, so that it cannot land on a later nap. */
+	for (unsigned i = 0; __atomic_load_n(&self->guard_nap,
+			__ATOMIC_ACQUIRE) != 0; i++) {
+		if (i < 64)
+			_sq_cpu_relax();
+		else
+			sched_yield();
+	}
+	return false;
+}
+
+/* A searcher that found nothing else guards the others' slots (see above);
+ * returns a slot job it took, or NULL (nothing to guard, another guard, or
+ * it left: the caller looks again or parks). */
+static struct sq_job_s *
+_sq_next_guard(struct sq_worker_s *self, int *root)
+{
+	uint32_t n = (uint32_t)__atomic_load_n(&_sq_pool.slots,
+			__ATOMIC_ACQUIRE);
+	if (!_sq_slots_occupied(self, n))
 		return NULL;
-	uint64_t jobs = __atomic_load_n(&v->jobs, __ATOMIC_RELAXED);
-	uint64_t since = _sq_monotonic_ns(), waited_from = since;
+	struct sq_worker_s *none = NULL;
+	if (!__atomic_compare_exchange_n(&_sq_pool.guard, &none, self, false,
+			__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return NULL;
+	SQ_CHAOS_POINT();
+	/* Per worker: the slot entry and job count last seen, and since when
+	 * they have been so. */
+	uintptr_t seen[n];
+	uint64_t seen_jobs[n], since[n];
+	uint64_t start = _sq_monotonic_ns(), quiet_since = start;
+	for (uint32_t i = 0; i < n; i++) {
+		seen[i] = __atomic_load_n(&_sq_pool.workers[i].next,
+				__ATOMIC_RELAXED);
+		seen_jobs[i] = __atomic_load_n(&_sq_pool.workers[i].jobs,
+				__ATOMIC_RELAXED);
+		since[i] = start;
+	}
+	uint64_t nap = SQ_GUARD_NAP_MIN_NS;
+	unsigned empty_naps = 0; /* naps in a row after which all were empty */
+	struct sq_job_s *job = NULL;
 	for (;;) {
-		/* Spin briefly; past that, yield at each look: on a machine
-		 * with more runnable threads than CPUs the owner may be
-		 * waiting for ours, and spinning would only delay it. */
-		if (_sq_monotonic_ns() - waited_from < SQ_NEXT_SPIN_NS) {
+		uint64_t now = _sq_monotonic_ns();
+		bool napped = false;
+		if (now - start < SQ_NEXT_SPIN_NS) {
 			for (int i = 0; i < 16; i++)
 				_sq_cpu_relax();
-		} else {
+		} else if (now - start < SQ_GUARD_AWAKE_NS) {
+			/* On a machine with more runnable threads than CPUs
+			 * the owner may be waiting for ours. */
 			sched_yield();
+		} else {
+			if (!_sq_guard_nap(self, nap))
+				break; /* woken: work in a root queue or ring */
+			napped = true;
+			nap = nap * 2 > SQ_GUARD_NAP_MAX_NS ? SQ_GUARD_NAP_MAX_NS
+					: nap * 2;
 		}
-		uintptr_t e2 = __atomic_load_n(&v->next, __ATOMIC_RELAXED);
-		uint64_t j2 = __atomic_load_n(&v->jobs, __ATOMIC_RELAXED);
-		uint64_t now = _sq_monotonic_ns();
-		if (e2 != e || j2 != jobs) {
-			e = e2;
-			jobs = j2;
-			since = now;
-		} else if (now - since >= SQ_NEXT_STEAL_NS) {
-			/* Acquire on success: the submitter's writes to
-			 * the job (its seq-cst exchange). */
-			if (e == 0 || !__atomic_compare_exchange_n(&v->next,
+		if (_sq_pool_has_work_in(false))
+			break;
+		now = _sq_monotonic_ns();
+		bool occupied = false;
+		for (uint32_t i = 0; i < n; i++) {
+			struct sq_worker_s *v = &_sq_pool.workers[i];
+			if (v == self || __atomic_load_n(&v->slot_state,
+					__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
+				continue;
+			uintptr_t e = __atomic_load_n(&v->next,
+					__ATOMIC_RELAXED);
+			uint64_t j = __atomic_load_n(&v->jobs, __ATOMIC_RELAXED);
+			if (e != seen[i] || j != seen_jobs[i]) {
+				seen[i] = e;
+				seen_jobs[i] = j;
+				since[i] = now;
+			}
+			if (e == 0)
+				continue;
+			occupied = true;
+			/* Acquire on success: the submitter's writes to the
+			 * job (its seq-cst exchange). */
+			if (now - since[i] >= SQ_NEXT_STEAL_NS &&
+					__atomic_compare_exchange_n(&v->next,
 					&e, 0, false, __ATOMIC_ACQ_REL,
-					__ATOMIC_RELAXED))
-				return NULL;
-			*root = (int)(e & SQ_RING_ROOT_MASK);
-			return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+					__ATOMIC_RELAXED)) {
+				__atomic_store_n(&self->slot_takes,
+						self->slot_takes + 1,
+						__ATOMIC_RELAXED);
+				*root = (int)(e & SQ_RING_ROOT_MASK);
+				job = (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+				goto out;
+			}
 		}
-		if (_sq_pool_has_queued_work(self) ||
-				__atomic_load_n(&v->slot_state,
-				__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
-			return NULL;
+		if (occupied) {
+			quiet_since = now;
+			empty_naps = 0;
+		} else if (napped ? ++empty_naps >= SQ_GUARD_EMPTY_NAPS :
+				now - quiet_since >= SQ_NEXT_STEAL_NS) {
+			break; /* the hand-offs have ended */
+		}
 	}
+out:
+	SQ_CHAOS_POINT();
+	/* Seq-cst: before this worker gives up searching or runs the job
+	 * (both look at the slots afterwards, see _sq_pool_has_work). */
+	__atomic_store_n(&_sq_pool.guard, NULL, __ATOMIC_SEQ_CST);
+	return job;
 }
 
 /* ---- Workers ------------------------------------------------------------ */
@@ -974,22 +1165,14 @@ _sq_steal(struct sq_worker_s *self, int *root)
 			return (struct sq_job_s *)(entry & ~SQ_RING_ROOT_MASK);
 		}
 	}
-	/* Past a streak our own slot is full: take it, not someone else's. */
-	if (__atomic_load_n(&self->next, __ATOMIC_RELAXED) != 0)
-		return NULL;
-	return _sq_next_steal(self, root);
+	return NULL;
 }
 
+/* A job from the worker's ring, the root queues or another worker's ring. */
 static struct sq_job_s *
-_sq_find_work(struct sq_worker_s *w, int *root)
+_sq_find_queued_work(struct sq_worker_s *w, int *root)
 {
 	struct sq_job_s *job;
-	/* The job our last job handed on first (see "Next-job slot"). */
-	if (w->next_streak < SQ_NEXT_STREAK && (job = _sq_next_take(w, root))) {
-		w->next_streak++;
-		return job;
-	}
-	w->next_streak = 0;
 	if (++w->tick % 61 == 0 && (job = _sq_roots_pop(root)))
 		return job;
 	uintptr_t entry = _sq_ring_pop(&w->ring);
@@ -999,10 +1182,39 @@ _sq_find_work(struct sq_worker_s *w, int *root)
 	}
 	if ((job = _sq_roots_pop(root)))
 		return job;
-	if ((job = _sq_steal(w, root)))
+	return _sq_steal(w, root);
+}
+
+/* The next job for w; `*handoff` tells whether it came from w's own slot. */
+static struct sq_job_s *
+_sq_find_work(struct sq_worker_s *w, int *root, bool *handoff)
+{
+	struct sq_job_s *job;
+	/* The job our last job handed on first (see "Next-job slot"). */
+	if (w->next_streak < SQ_NEXT_STREAK && (job = _sq_next_take(w, root))) {
+		w->next_streak++;
+		*handoff = true;
 		return job;
-	/* Past a streak: the slot's job after everything else. */
-	return _sq_next_take(w, root);
+	}
+	/* Past a streak, other queued work goes first, and the slot's job
+	 * moves to the ring, where any worker may take it while we run that
+	 * work. With nothing else queued, the chain goes on. */
+	bool full = w->next_streak != 0 &&
+			__atomic_load_n(&w->next, __ATOMIC_RELAXED) != 0;
+	w->next_streak = 0;
+	*handoff = false;
+	if ((job = _sq_find_queued_work(w, root))) {
+		if (full)
+			_sq_pool_flush_next();
+		return job;
+	}
+	if ((job = _sq_next_take(w, root))) {
+		w->next_streak = 1;
+		*handoff = true;
+		return job;
+	}
+	/* Last, the others' slots, as their guard. */
+	return _sq_next_guard(w, root);
 }
 
 /* Names the thread after the queue it runs (first 15 characters); the
@@ -1061,7 +1273,8 @@ _sq_nice_reversible(void)
 }
 
 static void
-_sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root)
+_sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root,
+		bool handoff)
 {
 	__atomic_store_n(&w->jobs, w->jobs + 1, __ATOMIC_RELAXED);
 	_sq_tsan_acquire(job);
@@ -1080,6 +1293,14 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root)
 	}
 	w->root = root;
 
+	/* A hand-off keeps the thread's name: renaming is a system call
+	 * (0.3-0.5 us here), more than a whole hop between two queues. */
+	if (handoff) {
+		__atomic_store_n(&w->handoffs, w->handoffs + 1,
+				__ATOMIC_RELAXED);
+		_sq_job_run(job);
+		return;
+	}
 	struct sq_queue_s *q;
 	if (job->kind == SQ_JOB_QUEUE)
 		q = caa_container_of(job, struct sq_queue_s, job);
@@ -1278,12 +1499,13 @@ _sq_worker_main(void *arg)
 
 	for (;;) {
 		int root = SQ_ROOT_DEFAULT;
-		struct sq_job_s *job = _sq_find_work(w, &root);
+		bool handoff;
+		struct sq_job_s *job = _sq_find_work(w, &root, &handoff);
 		if (job) {
 			SQ_CHAOS_POINT();
 			if (w->searching)
 				_sq_worker_stop_searching(w);
-			_sq_worker_run(w, job, root);
+			_sq_worker_run(w, job, root, handoff);
 			/* The job may have made true what the main thread
 			 * waits for in sq_main_queue_run_until. */
 			_sq_main_runner_job_done();
@@ -1735,6 +1957,25 @@ _sq_pool_local_queued(void)
 		n += __atomic_load_n(&w->next, __ATOMIC_RELAXED) != 0;
 	}
 	return n;
+}
+
+void
+_sq_debug_pool_handoffs(uint64_t *handoffs, uint64_t *guard_takes,
+		uint64_t *guard_naps)
+{
+	uint64_t h = 0, t = 0, n = 0;
+	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
+	/* Plain reads of counters each worker writes alone: a debugging
+	 * figure, possibly a little stale. */
+	for (int i = 0; i < slots; i++) {
+		struct sq_worker_s *w = &_sq_pool.workers[i];
+		h += __atomic_load_n(&w->handoffs, __ATOMIC_RELAXED);
+		t += __atomic_load_n(&w->slot_takes, __ATOMIC_RELAXED);
+		n += __atomic_load_n(&w->guard_naps, __ATOMIC_RELAXED);
+	}
+	*handoffs = h;
+	*guard_takes = t;
+	*guard_naps = n;
 }
 
 /* ---- Chaos builds ------------------------------------------------------ */

@@ -379,7 +379,25 @@ _sq_queue_has_work(struct sq_queue_s *q)
 	return !_sq_queue_is_empty(q);
 }
 
-/* Puts a queue that just became ENQUEUED onto its target. */
+/* Whether a queue made runnable now by the calling thread should go to the
+ * worker's next-job slot rather than to its root queue: the thread is a
+ * worker, and the queue it is draining (if serial) has nothing more queued,
+ * so the worker is likely to be free as soon as the current task returns. */
+static bool
+_sq_queue_hand_off_here(void)
+{
+	if (!_sq_pool_can_hand_off())
+		return false;
+	struct sq_frame_s *f = _sq_current_frame;
+	return f == NULL || f->queue->type != SQ_QUEUE_TYPE_SERIAL ||
+			_sq_queue_is_empty(f->queue);
+}
+
+/* Puts a queue that just became ENQUEUED onto its target. On a root queue,
+ * from a worker's task, the queue goes to the worker's next-job slot: a
+ * hop from one serial queue to another (a message, an actor's call) then
+ * runs on the same worker once the task returns, with no wake-up and no
+ * other CPU (pool.c, "Next-job slot"). */
 static void
 _sq_queue_enqueue_self(struct sq_queue_s *q)
 {
@@ -389,7 +407,11 @@ _sq_queue_enqueue_self(struct sq_queue_s *q)
 	}
 	/* The drainer's reference, dropped when it clears ENQUEUED. */
 	_sq_retain_internal(q);
-	_sq_queue_push(_sq_queue_target(q), &q->job);
+	struct sq_queue_s *t = _sq_queue_target(q);
+	if (_sq_queue_is_root(t) && _sq_queue_hand_off_here())
+		_sq_pool_push_next(t->root_index, &q->job);
+	else
+		_sq_queue_push(t, &q->job);
 }
 
 /*

@@ -308,6 +308,16 @@ SQ_INTERNAL void _sq_pool_push(int root_index, struct sq_job_s *job);
 /* The same from a job running on a worker: the job goes to that worker's
  * next-job slot, to run there when the current job returns (pool.c). */
 SQ_INTERNAL void _sq_pool_push_next(int root_index, struct sq_job_s *job);
+/* Whether the calling thread may hand work to its next-job slot: a worker
+ * running a job, outside sq_apply_f. */
+SQ_INTERNAL bool _sq_pool_can_hand_off(void);
+/* Moves the calling worker's next-job slot job, if any, to its ring or a
+ * root queue: for work that goes on after a hand-off (the on-time runner). */
+SQ_INTERNAL void _sq_pool_flush_next(void);
+/* Diagnostics (tests, benchmarks): slot jobs run by their owners, taken by
+ * the slots' guard, and the guard's naps, summed over the workers. */
+SQ_INTERNAL void _sq_debug_pool_handoffs(uint64_t *handoffs,
+		uint64_t *guard_takes, uint64_t *guard_naps);
 /* Whether work waits that the calling worker would run next: a job in its
  * next-job slot or ring, or in a root queue. Racy looks, a hint. */
 SQ_INTERNAL bool _sq_pool_work_waiting(void);

@@ -26,6 +26,15 @@
  *             itself, so the second runs only if another worker takes it
  *             from the slot; then 50-link chains through the slots (each
  *             link displacing nothing, or the previous link into the ring)
+ *   hops      hand-offs between serial queues, which go to the submitting
+ *             worker's next-job slot: ping-pong chains of random length
+ *             (up to 30,000 hops; 3,000 in chaos and sanitizer builds),
+ *             started from the main thread or by an sq_after handler; in
+ *             some one hop blocks after its submission until the next hop
+ *             has started (another worker must take it from the slot, after
+ *             a chain long enough for the slots' guard to nap), in others
+ *             the chain runs until a task submitted to a global queue
+ *             stops it (the chain must not starve it)
  *
  * SQT_MATRIX_SCALE (percent, default 100) scales the rounds; SQT_MATRIX_WIDTHS
  * ("1 2 3 4 8 16") picks the widths. Chaos builds (-DSQ_CHAOS) run the same
@@ -378,6 +387,171 @@ scenario_slots(void)
 		sem_destroy(&c.done);
 }
 
+/* ---- hops ----------------------------------------------------------------- */
+
+/* Hidden in the shared library, linked statically here. */
+void _sq_debug_pool_handoffs(uint64_t *handoffs, uint64_t *guard_takes,
+		uint64_t *guard_naps);
+
+struct hops {
+	sq_queue_t a, b;
+	atomic_int left;         /* hops still to run */
+	int block_at;            /* this hop waits for the next one; -1: none */
+	atomic_bool next_started;
+	atomic_int blocked_ok;   /* the blocking hop saw the next one start */
+	atomic_int blocked_done; /* blocking hops that have stopped waiting */
+	atomic_bool stop;        /* set by the stopper task */
+	bool until_stopped;      /* the chain runs until stopped */
+	sem_t done;
+};
+
+static void hop_b(void *arg);
+
+/* One hop: submits the next one to the other queue, which is idle, so the
+ * next hop goes to this worker's slot. */
+static void
+hop_run(struct hops *h, sq_queue_t next, sq_function_t fn)
+{
+	/* Read before the submission: once the next hop runs, the round may
+	 * end and the main thread set up the next one. */
+	int block_at = h->block_at;
+	int left = atomic_fetch_sub(&h->left, 1) - 1;
+	if (left == block_at - 1)
+		atomic_store(&h->next_started, true);
+	if (left == 0 || (h->until_stopped && atomic_load(&h->stop))) {
+		sem_post(&h->done);
+		return;
+	}
+	sq_async_f(next, h, fn);
+	if (left == block_at) {
+		/* Block this worker: the next hop, in its slot, must be taken
+		 * by another one (at width 1, one the monitor adds). */
+		uint64_t end = sqt_now_ns() + 5000000000ull;
+		while (!atomic_load(&h->next_started) && sqt_now_ns() < end)
+			sqt_sleep_us(50);
+		if (atomic_load(&h->next_started))
+			atomic_fetch_add(&h->blocked_ok, 1);
+		atomic_fetch_add(&h->blocked_done, 1);
+	}
+}
+
+static void
+hop_a(void *arg)
+{
+	struct hops *h = arg;
+	hop_run(h, h->b, hop_b);
+}
+
+static void
+hop_b(void *arg)
+{
+	struct hops *h = arg;
+	hop_run(h, h->a, hop_a);
+}
+
+/* Long chains: long enough for the slots' guard to nap at its longest
+ * (well over a millisecond of hops); shorter where hops are slow. */
+#if defined(SQ_CHAOS) || SQT_SANITIZED
+#define HOPS_LONG 3000
+#else
+#define HOPS_LONG 30000
+#endif
+
+static void
+hop_stopper(void *arg)
+{
+	atomic_store(&((struct hops *)arg)->stop, true);
+}
+
+static void
+hop_nop(void *arg)
+{
+}
+
+static void
+scenario_hops(void)
+{
+	int rounds = rounds_of(3000), i, blocking = 0, stopped = 0;
+	uint64_t t0 = sqt_now_ns();
+	uint64_t h0, t0_takes, n0;
+	_sq_debug_pool_handoffs(&h0, &t0_takes, &n0);
+	/* Static: a task of a stalled round may still touch it. */
+	static struct hops h;
+	h.a = sq_queue_create("matrix.hop.a", NULL);
+	h.b = sq_queue_create("matrix.hop.b", NULL);
+	sem_init(&h.done, 0, 0);
+	atomic_init(&h.blocked_ok, 0);
+	atomic_init(&h.blocked_done, 0);
+	for (i = 0; i < rounds; i++) {
+		uint32_t kind = rnd(8);
+		int len = kind < 2 ? 2 + (int)rnd(HOPS_LONG) : 2 + (int)rnd(300);
+		h.until_stopped = kind == 2;
+		atomic_store(&h.left, h.until_stopped ? INT32_MAX : len);
+		h.block_at = kind < 2 ? 1 + (int)rnd((uint32_t)len - 1) : -1;
+		atomic_store(&h.next_started, false);
+		atomic_store(&h.stop, false);
+		int ok_before = atomic_load(&h.blocked_ok);
+		idle_gap();
+		if (rnd(4) == 0) {
+			/* Started by an after: the first hop runs on the precise
+			 * timers' runner; sometimes a second after keeps the
+			 * runner going, so the hop must leave its slot. */
+			uint64_t delay = 20000 + rnd(300000);
+			sq_after_f(sq_time(SQ_TIME_NOW, (int64_t)delay), h.a,
+					&h, hop_a);
+			if (rnd(2))
+				sq_after_f(sq_time(SQ_TIME_NOW, (int64_t)delay +
+						30000), sq_get_global_queue(0,
+						0), NULL, hop_nop);
+		} else {
+			sq_async_f(h.a, &h, hop_a);
+		}
+		if (h.until_stopped) {
+			sqt_sleep_us(rnd(2000));
+			sq_async_f(random_global(), &h, hop_stopper);
+			stopped++;
+		}
+		if (!sqt_sem_wait_ms(&h.done, ROUND_TIMEOUT_MS)) {
+			fprintf(stderr, "hops: round %d (%s) stalled with %d "
+					"hops left\n", i, h.until_stopped ?
+					"until stopped" : h.block_at >= 0 ?
+					"blocking" : "plain",
+					atomic_load(&h.left));
+			break;
+		}
+		if (h.block_at >= 0) {
+			/* The chain may end before the blocked hop has looked. */
+			blocking++;
+			uint64_t end = sqt_now_ns() + ROUND_TIMEOUT_MS * 1000000ull;
+			while (atomic_load(&h.blocked_done) != blocking &&
+					sqt_now_ns() < end)
+				sqt_sleep_us(50);
+			if (atomic_load(&h.blocked_ok) != ok_before + 1) {
+				fprintf(stderr, "hops: round %d: the hop after "
+						"a blocked one did not start\n",
+						i);
+				break;
+			}
+		}
+	}
+	CHECK_EQ(i, rounds);
+	uint64_t h1, t1_takes, n1;
+	_sq_debug_pool_handoffs(&h1, &t1_takes, &n1);
+	report("hops", rounds, i, t0);
+	printf("            %d blocking, %d stopped; %llu hand-offs, %llu "
+			"taken by the guard, %llu guard naps\n", blocking,
+			stopped, (unsigned long long)(h1 - h0),
+			(unsigned long long)(t1_takes - t0_takes),
+			(unsigned long long)(n1 - n0));
+	/* Every blocked hop's successor was taken from a slot. */
+	CHECK(i < rounds || t1_takes - t0_takes >= (uint64_t)blocking);
+	if (i == rounds) {
+		sq_release(h.a);
+		sq_release(h.b);
+		sem_destroy(&h.done);
+	}
+}
+
 /* ---- barriers ------------------------------------------------------------- */
 
 struct barrier_round {
@@ -483,6 +657,7 @@ run_child(void)
 	scenario_stealing();
 	scenario_barriers();
 	scenario_slots();
+	scenario_hops();
 
 	sq_pool_stats(&st);
 	/* The monitor started with the first worker. */

@@ -6,7 +6,7 @@
 import CSwiftQueues
 import Synchronization
 import Testing
-import SwiftQueues
+@testable import SwiftQueues
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -351,6 +351,76 @@ import Musl
             queue.addProcedures(short(20_000) + pair + short(100), waitUntilFinished: true)
             #expect(met.value == [true, true])
         }
+    }
+
+    @Test func addsFromManyThreadsWhileRunnersAreBusy() {
+        // Short procedures keep runners busy, so most adds go through the
+        // lock-free inbox; barriers among them still see every earlier add
+        // of their thread finished, and waiting sees every add.
+        let queue = ProcedureQueue(name: "many-adders")
+        let ran = Atomic<Int>(0)
+        let late = Atomic<Int>(0)
+        let threads = 4, perThread = 20_000
+        onThreads(threads) { t in
+            let mine = Atomic<Int>(0)
+            for i in 0..<perThread {
+                if t == 0 && i % 10_000 == 9_999 {
+                    let expected = i - i / 10_000  // this thread's blocks so far
+                    queue.addBarrierBlock {
+                        if mine.load(ordering: .relaxed) != expected {
+                            late.wrappingAdd(1, ordering: .relaxed)
+                        }
+                    }
+                } else {
+                    queue.addBlock {
+                        mine.wrappingAdd(1, ordering: .relaxed)
+                        ran.wrappingAdd(1, ordering: .relaxed)
+                    }
+                }
+                if t == 0 && i % 5_000 == 0 { _ = queue.procedureCount }
+            }
+        }
+        queue.waitUntilAllFinished()
+        #expect(ran.load(ordering: .relaxed) == threads * perThread - perThread / 10_000)
+        #expect(late.load(ordering: .relaxed) == 0)
+        #expect(queue.procedureCount == 0)
+        #if DEBUG
+        #expect(queue.inboxAdds.load(ordering: .relaxed) > 0)
+        #endif
+    }
+
+    @Test func aProcedureAddedBehindABlockedRunnerStillRuns() {
+        // While runners are busy with short procedures, adds go to the
+        // inbox that runners empty at their next batch. Here the runners
+        // block until a procedure added after them has run: it must be
+        // moved and started by the watchdog, not wait for them.
+        let queue = ProcedureQueue(name: "inbox-hostage")
+        var inboxed = 0
+        for round in 0..<5 {
+            let released = Atomic<Bool>(false)
+            let ok = Atomic<Int>(0)
+            for _ in 0..<20_000 { queue.addBlock {} }
+            for _ in 0..<2 {
+                queue.addBlock {
+                    if procWaitUntil(seconds: 5, { released.load(ordering: .acquiring) }) {
+                        ok.wrappingAdd(1, ordering: .relaxed)
+                    }
+                }
+            }
+            for _ in 0..<100 { queue.addBlock {} }
+            #if DEBUG
+            let before = queue.inboxAdds.load(ordering: .relaxed)
+            #endif
+            queue.addBlock { released.store(true, ordering: .releasing) }
+            #if DEBUG
+            if queue.inboxAdds.load(ordering: .relaxed) > before { inboxed += 1 }
+            #endif
+            queue.waitUntilAllFinished()
+            #expect(ok.load(ordering: .relaxed) == 2, "round \(round)")
+        }
+        #if DEBUG
+        #expect(inboxed > 0)
+        #endif
     }
 
     // MARK: Suspension and cancellation

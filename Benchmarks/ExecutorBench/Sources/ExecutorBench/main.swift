@@ -50,6 +50,26 @@ actor QueueActor {
     func bump() -> Int { count += 1; return count }
 }
 
+/// Two actors on serial WorkQueues, one calling the other: every call is a
+/// hop from one queue to the other and back.
+actor QueuePonger {
+    let queue = WorkQueue(label: "bench.queue-ponger")
+    var count = 0
+    nonisolated var unownedExecutor: UnownedSerialExecutor { queue.asUnownedSerialExecutor() }
+    func pong() -> Int { count += 1; return count }
+}
+
+actor QueuePinger {
+    let queue = WorkQueue(label: "bench.queue-pinger")
+    let partner = QueuePonger()
+    nonisolated var unownedExecutor: UnownedSerialExecutor { queue.asUnownedSerialExecutor() }
+    func run(_ n: Int) async -> Int {
+        var last = 0
+        for _ in 0..<n { last = await partner.pong() }
+        return last
+    }
+}
+
 actor DefaultCounter {
     var count = 0
     func bump() -> Int { count += 1; return count }
@@ -58,6 +78,8 @@ actor DefaultCounter {
 struct Workload: Sendable {
     let name: String
     let unit: String
+    /// The goal for ours / default (docs/PERFORMANCE.md), if there is one.
+    var target: Double? = nil
     /// Returns the figure (ms for throughput workloads, µs for lateness).
     let run: @Sendable () async -> Double
 }
@@ -65,7 +87,7 @@ struct Workload: Sendable {
 @inline(never) func blackHole<T>(_ value: T) { withExtendedLifetime(value) {} }
 
 let workloads: [Workload] = [
-    Workload(name: "task group, 200,000 children", unit: "ms") {
+    Workload(name: "task group, 200,000 children", unit: "ms", target: 0.5) {
         let start = ContinuousClock.now
         let sum = await withTaskGroup(of: Int.self) { group in
             for i in 0..<200_000 { group.addTask { i & 7 } }
@@ -76,14 +98,14 @@ let workloads: [Workload] = [
         blackHole(sum)
         return milliseconds(ContinuousClock.now - start)
     },
-    Workload(name: "Task {} round trip x 50,000", unit: "ms") {
+    Workload(name: "Task {} round trip x 50,000", unit: "ms", target: 0.5) {
         let start = ContinuousClock.now
         var total = 0
         for i in 0..<50_000 { total += await Task { i & 1 }.value }
         blackHole(total)
         return milliseconds(ContinuousClock.now - start)
     },
-    Workload(name: "AsyncStream pipeline, 64 stages x 20,000", unit: "ms") {
+    Workload(name: "AsyncStream pipeline, 64 stages x 20,000", unit: "ms", target: 0.5) {
         let stages = 64, items = 20_000
         let start = ContinuousClock.now
         var (stream, source) = AsyncStream.makeStream(of: Int.self)
@@ -109,7 +131,7 @@ let workloads: [Workload] = [
         for task in tasks { await task.value }
         return milliseconds(ContinuousClock.now - start)
     },
-    Workload(name: "Task.sleep(1 ms) lateness p99 (300)", unit: "us") {
+    Workload(name: "Task.sleep(1 ms) lateness p99 (300)", unit: "us", target: 0.5) {
         var late: [Double] = []
         for _ in 0..<300 {
             let start = ContinuousClock.now
@@ -122,6 +144,12 @@ let workloads: [Workload] = [
     Workload(name: "default actor ping-pong x 100,000", unit: "ms") {
         let start = ContinuousClock.now
         blackHole(await Pinger().run(100_000))
+        return milliseconds(ContinuousClock.now - start)
+    },
+    Workload(name: "queue-backed actor ping-pong x 100,000", unit: "ms") {
+        let pinger = QueuePinger()
+        let start = ContinuousClock.now
+        blackHole(await pinger.run(100_000))
         return milliseconds(ContinuousClock.now - start)
     },
     Workload(name: "calls into a default actor x 100,000", unit: "ms") {
@@ -236,12 +264,14 @@ for round in 1...rounds {
     }
 }
 print("Swift concurrency: default executor vs SwiftQueues installed (median of \(rounds) alternated runs)")
-print("workload                                    unit   default   ours   ratio | cpu ms: default    ours  ratio")
+print("workload                                    unit   default   ours   ratio target met | cpu ms: default    ours  ratio")
 for workload in workloads {
     let d = samples["default"]![workload.name] ?? [], o = samples["swiftqueues"]![workload.name] ?? []
     if d.isEmpty && o.isEmpty { continue } // not selected by ONLY
     let df = median(d.map(\.0)), of = median(o.map(\.0))
     let dc = median(d.map(\.1)), oc = median(o.map(\.1))
     let name = pad(workload.name, 43)
-    print("\(name) \(pad(workload.unit, 4)) \(fmt(df, 9)) \(fmt(of, 7)) \(fmt(of / df, 6, 2)) |        \(fmt(dc, 8, 0)) \(fmt(oc, 7, 0)) \(fmt(oc / dc, 6, 2))")
+    let goal = workload.target.map { "<= " + fmt($0, 4, 1) } ?? "     -"
+    let met = workload.target.map { of / df <= $0 ? "yes" : " NO" } ?? "  -"
+    print("\(name) \(pad(workload.unit, 4)) \(fmt(df, 9)) \(fmt(of, 7)) \(fmt(of / df, 6, 2)) \(goal) \(met) |        \(fmt(dc, 8, 0)) \(fmt(oc, 7, 0)) \(fmt(oc / dc, 6, 2))")
 }
