@@ -1,7 +1,6 @@
 // ProcedureQueue: dependencies on and across queues, priority, width,
 // suspension, cancellation, barriers, waiting (blocking and async), the main
 // queue, the current queue, the underlying queue, ownership.
-// Test names carry the spec's AT-OP / C-5.x ids (SEED-FEATURES.md §8.3).
 
 import CSwiftQueues
 import Synchronization
@@ -16,9 +15,9 @@ import Musl
 @Suite struct ProcedureQueueTests {
     // MARK: Dependencies
 
-    @Test("AT-OP-13 / C-5.14a: dependency order on one queue, 200 times")
+    @Test("Dependency order on one queue, 200 times")
     func dependencyOrder() {
-        let queue = ProcedureQueue(name: "AT-OP-13")
+        let queue = ProcedureQueue(name: "dependency-order")
         var failures = 0
         for _ in 0..<200 {
             let log = ProcLog()
@@ -41,7 +40,7 @@ import Musl
         #expect(failures == 0)
     }
 
-    @Test("C-5.14b: after removeDependency both may run at once")
+    @Test("After removeDependency both may run at once")
     func removedDependency() {
         let rendezvous = ProcRendezvous(parties: 2)
         let met = ProcBox<[Bool]>([])
@@ -49,12 +48,12 @@ import Musl
         let second = BlockProcedure { let ok = rendezvous.arrive(); met.update { $0.append(ok) } }
         first.addDependency(second)
         first.removeDependency(second)
-        let queue = ProcedureQueue(name: "C-5.14b")
+        let queue = ProcedureQueue(name: "removed-dependency")
         queue.addProcedures([first, second], waitUntilFinished: true)
         #expect(met.value == [true, true])
     }
 
-    @Test("AT-OP-14 / C-5.14c: a dependency across queues")
+    @Test("A dependency across queues")
     func crossQueueDependency() {
         let log = ProcLog()
         let q1 = ProcedureQueue(name: "Q1")
@@ -70,7 +69,7 @@ import Musl
         #expect(sawA.value)
     }
 
-    @Test("AT-OP-15: a diamond")
+    @Test("A diamond of dependencies: A first, D last")
     func diamond() {
         for _ in 0..<50 {
             let log = ProcLog()
@@ -82,7 +81,7 @@ import Musl
             c.addDependency(a)
             d.addDependency(b)
             d.addDependency(c)
-            let queue = ProcedureQueue(name: "AT-OP-15")
+            let queue = ProcedureQueue(name: "diamond")
             queue.addProcedures([d, c, b, a], waitUntilFinished: true)
             let lines = log.lines
             #expect(lines.count == 4)
@@ -91,9 +90,9 @@ import Musl
         }
     }
 
-    @Test("AT-OP-17: a cancelled dependency releases its dependent")
+    @Test("A cancelled dependency releases its dependent")
     func cancelledDependency() {
-        let queue = ProcedureQueue(name: "AT-OP-17")
+        let queue = ProcedureQueue(name: "cancelled-dependency")
         queue.isSuspended = true
         let aRan = ProcBox(false)
         let bRan = ProcBox(false)
@@ -133,10 +132,10 @@ import Musl
         #expect(dependent.isFinished && dependent.isCancelled)
     }
 
-    @Test("AT-OP-18 (decision): a dependency added after enqueueing counts until the procedure starts")
+    @Test("A dependency added after enqueueing counts until the procedure starts")
     func lateDependency() {
-        let queue = ProcedureQueue(name: "AT-OP-18")
-        let other = ProcedureQueue(name: "AT-OP-18 other")
+        let queue = ProcedureQueue(name: "late-dependency")
+        let other = ProcedureQueue(name: "late-dependency other")
         queue.isSuspended = true
         other.isSuspended = true
         let late = BlockProcedure {}
@@ -155,9 +154,9 @@ import Musl
 
     // MARK: Priority
 
-    @Test("AT-OP-19: priority order among ready procedures; FIFO among equals")
+    @Test("Priority order among ready procedures; FIFO among equals")
     func priorityOrder() {
-        let queue = ProcedureQueue(name: "AT-OP-19", maxConcurrentCount: 1)
+        let queue = ProcedureQueue(name: "priority", maxConcurrentCount: 1)
         queue.isSuspended = true
         let log = ProcLog()
         let levels: [(String, Procedure.QueuePriority)] = [
@@ -176,9 +175,9 @@ import Musl
         #expect(log.lines == ["veryHigh", "high", "normal"] + (0..<10).map { "fifo \($0)" } + ["low", "veryLow"])
     }
 
-    @Test("AT-OP-20: readiness comes before priority")
+    @Test("Readiness comes before priority")
     func readinessBeforePriority() {
-        let queue = ProcedureQueue(name: "AT-OP-20", maxConcurrentCount: 1)
+        let queue = ProcedureQueue(name: "readiness-first", maxConcurrentCount: 1)
         queue.isSuspended = true
         let log = ProcLog()
         let low = BlockProcedure { log.append("L") }
@@ -195,10 +194,10 @@ import Musl
         #expect(lines.firstIndex(of: "L")! < lines.firstIndex(of: "H")!)
     }
 
-    @Test("AT-OP-21: priority applies per queue")
+    @Test("Priority applies per queue")
     func priorityPerQueue() {
-        let q1 = ProcedureQueue(name: "AT-OP-21 a", maxConcurrentCount: 1)
-        let q2 = ProcedureQueue(name: "AT-OP-21 b", maxConcurrentCount: 1)
+        let q1 = ProcedureQueue(name: "priority a", maxConcurrentCount: 1)
+        let q2 = ProcedureQueue(name: "priority b", maxConcurrentCount: 1)
         let low = BlockProcedure {}
         low.queuePriority = .veryLow
         let high = BlockProcedure {}
@@ -246,9 +245,9 @@ import Musl
 
     // MARK: Width
 
-    @Test("AT-OP-30: maxConcurrentCount 1 runs one at a time, but is not FIFO")
+    @Test("maxConcurrentCount 1 runs one at a time, but is not FIFO")
     func widthOne() {
-        let queue = ProcedureQueue(name: "AT-OP-30", maxConcurrentCount: 1)
+        let queue = ProcedureQueue(name: "width-1", maxConcurrentCount: 1)
         let inFlight = ProcInFlight()
         for _ in 0..<20 {
             queue.addBlock {
@@ -274,9 +273,9 @@ import Musl
         #expect(log.lines == ["second", "third", "first"])
     }
 
-    @Test("AT-OP-31: maxConcurrentCount 4")
+    @Test("maxConcurrentCount 4: at most four at once")
     func widthFour() {
-        let queue = ProcedureQueue(name: "AT-OP-31", maxConcurrentCount: 4)
+        let queue = ProcedureQueue(name: "width-4", maxConcurrentCount: 4)
         #expect(queue.maxConcurrentCount == 4)
         let inFlight = ProcInFlight()
         for _ in 0..<50 {
@@ -304,7 +303,7 @@ import Musl
         #expect(ProcedureQueue.defaultMaxConcurrentCount == -1)
     }
 
-    @Test("C-5.13a: the default width runs two procedures at once")
+    @Test("The default width runs two procedures at once")
     func defaultWidthRunsSideBySide() {
         let rendezvous = ProcRendezvous(parties: 2)
         let met = ProcBox<[Bool]>([])
@@ -425,9 +424,9 @@ import Musl
 
     // MARK: Suspension and cancellation
 
-    @Test("AT-OP-07: cancelled before it starts: main never runs, the completion block does")
+    @Test("Cancelled before it starts: main never runs, the completion block does")
     func cancelBeforeStart() {
-        let queue = ProcedureQueue(name: "AT-OP-07")
+        let queue = ProcedureQueue(name: "cancelled-before-start")
         queue.isSuspended = true
         let ran = ProcBox(false)
         let completed = ProcBox(false)
@@ -442,9 +441,9 @@ import Musl
         #expect(completed.value)
     }
 
-    @Test("AT-OP-33: cancelAll")
+    @Test("cancelAll cancels what is queued, not what is added later")
     func cancelAll() {
-        let queue = ProcedureQueue(name: "AT-OP-33")
+        let queue = ProcedureQueue(name: "cancel-all")
         queue.isSuspended = true
         let mains = Atomic<Int>(0)
         let procedures = (0..<10).map { _ in BlockProcedure { mains.wrappingAdd(1, ordering: .relaxed) } }
@@ -464,9 +463,9 @@ import Musl
         #expect(later.isFinished && !later.isCancelled)
     }
 
-    @Test("AT-OP-36: suspending does not pause running procedures")
+    @Test("Suspending does not pause running procedures")
     func suspensionStopsOnlyStarting() {
-        let queue = ProcedureQueue(name: "AT-OP-36")
+        let queue = ProcedureQueue(name: "suspended")
         let long = BlockProcedure { procSleep(100) }
         queue.addProcedure(long)
         #expect(procWaitUntil { long.isExecuting })
@@ -568,9 +567,9 @@ import Musl
 
     // MARK: Waiting
 
-    @Test("AT-OP-29: the three ways to add work")
+    @Test("The three ways to add work")
     func threeWaysToAdd() {
-        let queue = ProcedureQueue(name: "AT-OP-29")
+        let queue = ProcedureQueue(name: "three-ways")
         let count = Atomic<Int>(0)
         let single = BlockProcedure { count.wrappingAdd(1, ordering: .relaxed) }
         queue.addProcedure(single)
@@ -590,9 +589,9 @@ import Musl
         #expect(total == 6)
     }
 
-    @Test("AT-OP-35: waitUntilAllFinished also waits for procedures added while it waits")
+    @Test("waitUntilAllFinished also waits for procedures added while it waits")
     func waitSeesLateAdditions() {
-        let queue = ProcedureQueue(name: "AT-OP-35")
+        let queue = ProcedureQueue(name: "late-additions")
         let addingDone = ProcBox(false)
         let count = Atomic<Int>(0)
         // Keeps the queue non-empty until the other thread is done adding.
@@ -639,9 +638,9 @@ import Musl
         await queue.waitUntilAllFinished()  // empty: at once
     }
 
-    @Test("AT-OP-37: batching with completion blocks keeps the queue shallow")
+    @Test("Batching with completion blocks keeps the queue shallow")
     func batching() {
-        let queue = ProcedureQueue(name: "AT-OP-37")
+        let queue = ProcedureQueue(name: "batching")
         let ran = Atomic<Int>(0)
         let deepest = ProcInFlight()
         let batches = ProcBox(0)
@@ -678,9 +677,9 @@ import Musl
 
     // MARK: Queues
 
-    @Test("AT-OP-28: the queue keeps no reference to finished procedures")
+    @Test("The queue keeps no reference to finished procedures")
     func queueKeepsNoReference() {
-        let queue = ProcedureQueue(name: "AT-OP-28")
+        let queue = ProcedureQueue(name: "no-reference")
         weak var weakProcedure: Procedure?
         do {
             let procedure = BlockProcedure { procSleep(5) }
