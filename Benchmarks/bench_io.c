@@ -79,7 +79,8 @@ static void
 pipe_read_ours(void *ctx, bool done, sq_data_t data, int error)
 {
 	struct pipe_run *r = ctx;
-	r->got += sq_data_get_size(data);
+	if (data != NULL) /* an error ends a read with NULL data */
+		r->got += sq_data_get_size(data);
 	if (done) {
 		if (error)
 			bench_fail("pipe read: error %d", error);
@@ -304,7 +305,8 @@ eo_read(void *ctx, bool done, sq_data_t data, int error)
 static void
 eo_server_read(void *ctx, bool done, sq_data_t data, int error)
 {
-	if (sq_data_get_size(data) > 0)
+	/* The channel's close at teardown ends this read with NULL data. */
+	if (data != NULL && sq_data_get_size(data) > 0)
 		sq_io_write_f(eo.server, 0, data, eo.sq, NULL, eo_written);
 }
 
