@@ -132,6 +132,7 @@ struct sq_worker_s {
 	uint64_t parked_at;  /* when it last parked (monotonic ns) */
 	uint64_t woken_at;   /* when it was last woken (monotonic ns) */
 	uint64_t jobs;       /* jobs started; read by the monitor */
+	uint32_t lock_sleep; /* 1 while asleep for a spin lock (internal.h) */
 	pid_t tid;
 	char name[16];       /* the thread's current name */
 	struct sq_worker_s *next_idle; /* the idle list, under the idle lock */
@@ -1485,6 +1486,7 @@ _sq_worker_main(void *arg)
 {
 	struct sq_worker_s *w = arg;
 	_sq_self = w;
+	_sq_lock_sleep_flag = &w->lock_sleep;
 	_sq_trace_set_role(SQ_ROLE_WORKER, (int)(w - _sq_pool.workers));
 	w->tid = gettid();
 	/* A worker started by a niced one inherits its nice value. */
@@ -1518,6 +1520,7 @@ _sq_worker_main(void *arg)
 	/* Retired: `live` was decremented by the park loop. */
 	w->niced = false;
 	_sq_self = NULL;
+	_sq_lock_sleep_flag = NULL; /* before the slot can be reused */
 	sq_spinlock_lock(&_sq_pool.spawn_lock);
 	__atomic_store_n(&w->slot_state, SQ_SLOT_FREE, __ATOMIC_RELEASE);
 	sq_spinlock_unlock(&_sq_pool.spawn_lock);
@@ -1736,11 +1739,29 @@ _sq_monitor_main(void *unused)
 			uint64_t jobs = __atomic_load_n(&w->jobs,
 					__ATOMIC_RELAXED);
 			busy++;
-			if (jobs == last_jobs[i] && !_sq_worker_runnable(w))
+			/* Not blocked either: a worker asleep for a spin lock
+			 * waits for its holder, which runs (a preempted holder
+			 * of the root queue's lock while the submitter has the
+			 * CPU), and another thread would only add to the
+			 * contention; a worker that has parked since the look
+			 * at `nidle` above. Both flags are set before the
+			 * thread sleeps, so they are read after /proc says it
+			 * sleeps. */
+			if (jobs == last_jobs[i] && !_sq_worker_runnable(w) &&
+					!__atomic_load_n(&w->lock_sleep,
+						__ATOMIC_RELAXED) &&
+					!__atomic_load_n(&w->parked,
+						__ATOMIC_RELAXED))
 				blocked++;
 			last_jobs[i] = jobs;
 		}
 		if (++pending_ticks < 2)
+			continue;
+		/* A worker that parked or went searching during the scan is
+		 * not blocked; the next tick looks again. */
+		if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) ||
+				__atomic_load_n(&_sq_pool.searching,
+					__ATOMIC_SEQ_CST))
 			continue;
 		int runnable = busy - blocked;
 		for (int add = _sq_pool.width - runnable; add > 0; add--) {
@@ -2014,5 +2035,6 @@ _sq_pool_atfork_child(void)
 	memset(&_sq_pool, 0, sizeof(_sq_pool));
 	_sq_pool_once = 0;
 	_sq_self = NULL;
+	_sq_lock_sleep_flag = NULL;
 	_sq_apply_depth = 0;
 }

@@ -16,6 +16,8 @@
 #define SQ_SPIN_ATTEMPTS 100
 #define SQ_YIELD_ATTEMPTS 4
 
+SQ_TLS uint32_t *_sq_lock_sleep_flag;
+
 static inline bool
 _sq_spinlock_try_from_free(uint32_t *state)
 {
@@ -40,9 +42,15 @@ _sq_spinlock_lock_slow(sq_spinlock_t *lock)
 		if (_sq_spinlock_try_from_free(state))
 			return;
 	}
-	/* Acquire on the exchange that returns 0: we own the lock. */
+	/* Acquire on the exchange that returns 0: we own the lock. The flag
+	 * is only read by the monitor's estimate (relaxed). */
+	uint32_t *flag = _sq_lock_sleep_flag;
+	if (flag != NULL)
+		__atomic_store_n(flag, 1, __ATOMIC_RELAXED);
 	while (__atomic_exchange_n(state, 2, __ATOMIC_ACQUIRE) != 0)
 		_sq_futex_wait(state, 2, NULL);
+	if (flag != NULL)
+		__atomic_store_n(flag, 0, __ATOMIC_RELAXED);
 }
 
 void

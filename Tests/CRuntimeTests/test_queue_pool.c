@@ -1,5 +1,6 @@
 /*
- * The worker pool: no thread explosion for CPU-bound work, priorities when
+ * The worker pool: no thread explosion for CPU-bound work (nor for a flood
+ * from a thread outside the pool), priorities when
  * the pool is saturated, growth when workers block (libdispatch's workqueue
  * test), 64 tasks that each sleep 1 s finish together with about one
  * worker each, and 128 tasks that block until all 128 have started finish
@@ -57,6 +58,50 @@ test_no_explosion(void)
 	 * compensated: allow a few more there. */
 	int limit = ncpu + NON_WORKER_THREADS + SQT_SCALE(0, 4);
 	CHECK(peak <= (before > limit ? before : limit));
+}
+
+/* A thread outside the pool floods the global queue with tiny tasks and
+ * waits for each batch: the workers contend for the root queue's lock with
+ * each other while the submitter takes a CPU, so a worker may sleep for
+ * the lock while its holder waits for a CPU. That worker is not blocked:
+ * starting another thread would only add a contender. (The monitor took it
+ * for blocked and grew a 2-CPU pool to 5 workers within a second.) */
+#define FLOOD_TASKS 300000
+#define FLOOD_ROUNDS 12
+
+static atomic_long flood_done;
+
+static void
+flood_task(void *arg)
+{
+	atomic_fetch_add_explicit(&flood_done, 1, memory_order_relaxed);
+}
+
+static void
+test_flood_compensates_nothing(void)
+{
+	sq_pool_stats_t before, after;
+	sq_pool_stats(&before);
+	sq_queue_t g = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	int rounds = SQT_SCALE(FLOOD_ROUNDS, 2);
+	for (int r = 0; r < rounds; r++) {
+		sq_group_t group = sq_group_create();
+		atomic_store(&flood_done, 0);
+		for (long i = 0; i < FLOOD_TASKS; i++)
+			sq_group_async_f(group, g, NULL, flood_task);
+		CHECK(sq_group_wait(group, sq_time(SQ_TIME_NOW,
+				(int64_t)WAIT_MS * 1000000)) == 0);
+		CHECK(atomic_load(&flood_done) == FLOOD_TASKS);
+		sq_release(group);
+	}
+	sq_pool_stats(&after);
+	printf("flood from outside the pool: %d x %d tasks, %llu workers "
+			"started for blocking, %u live of width %u\n", rounds,
+			FLOOD_TASKS, (unsigned long long)(after.compensated -
+				before.compensated), after.live, after.width);
+	/* Sanitizers' own internal locks can make a worker look blocked. */
+	CHECK(after.compensated - before.compensated <=
+			(uint64_t)SQT_SCALE(0, 4));
 }
 
 /* ---- HIGH before LOW when the pool is saturated --------------------------- */
@@ -396,6 +441,7 @@ main(void)
 	test_background_nice(); /* first: children fork before any thread */
 	test_priorities(); /* first: a fresh pool of ncpu workers */
 	test_no_explosion();
+	test_flood_compensates_nothing();
 	test_blocked_workers();
 	test_sleepers();
 	test_many_blocked();
