@@ -384,7 +384,11 @@ import Musl
         #expect(late.load(ordering: .relaxed) == 0)
         #expect(queue.procedureCount == 0)
         #if DEBUG
-        #expect(queue.inboxAdds.load(ordering: .relaxed) > 0)
+        // ThreadSanitizer makes every procedure too long for the inbox
+        // (it opens only for short ones): the adds then take the lock.
+        if !procUnderTSan {
+            #expect(queue.inboxAdds.load(ordering: .relaxed) > 0)
+        }
         #endif
     }
 
@@ -418,7 +422,7 @@ import Musl
             #expect(ok.load(ordering: .relaxed) == 2, "round \(round)")
         }
         #if DEBUG
-        #expect(inboxed > 0)
+        if !procUnderTSan { #expect(inboxed > 0) }  // as above
         #endif
     }
 
