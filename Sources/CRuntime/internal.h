@@ -81,8 +81,8 @@ SQ_INTERNAL void _sq_chaos_point(void);
 /* A worker points this at its own flag, which the spin lock's slow path
  * sets while the thread sleeps for a lock: such a worker waits for the
  * lock's holder, a runnable thread, not for the outside world, and the
- * pool's monitor does not count it as blocked (pool.c). NULL on other
- * threads. */
+ * pool's monitor does not count it as blocked (pool_monitor.c). NULL on
+ * other threads. */
 SQ_INTERNAL extern SQ_TLS uint32_t *_sq_lock_sleep_flag;
 
 /* The pause instruction for spin-wait loops. */

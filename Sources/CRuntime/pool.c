@@ -42,12 +42,13 @@
  * if it was the last searcher it re-checks and wakes another) or through
  * `_sq_worker_park` (it found nothing: it re-checks after leaving, and
  * searches again if anything is there).
+ *
+ * The next-job slots and their guard are in pool_slot.c, the monitor
+ * (blocking compensation, the safety net, retries) in pool_monitor.c;
+ * pool_internal.h holds the structures and functions the three share.
  */
-#include "queue_internal.h"
-#include "trace_internal.h"
+#include "pool_internal.h"
 
-#include <fcntl.h>
-#include <pthread.h>
 #include <sys/prctl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -55,8 +56,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#define SQ_RING_SIZE 256u
-#define SQ_POOL_MAX_THREADS 512
 /* libdispatch's own cap on Linux: its workqueue lets a root queue's pool
  * grow to DISPATCH_WORKQ_MAX_PTHREAD_COUNT (255) threads when its workers
  * block. 128 tasks blocked at once on 2 CPUs then still finish. */
@@ -69,156 +68,24 @@
 /* A worker about to park yields first only within this long of its
  * wake-up (see _sq_worker_park). */
 #define SQ_YIELD_WINDOW_NS (50 * NSEC_PER_USEC)
-/* Monitor ticks without any worker progress, while work waits, a worker is
- * idle and none searches, after which the safety net wakes one (see
- * _sq_monitor_main): 50 ms. Not less: a worker between pushing itself on
- * the idle list and its last look at the queues counts as idle, and a
- * loaded machine can leave it descheduled for milliseconds. */
-#define SQ_STALL_TICKS 25
-/* The same while a worker counts as searching (it may be woken but not yet
- * running): 100 ms. */
-#define SQ_STALL_TICKS_SEARCHING 50
 #define SQ_RETIRE_AFTER_NS (5 * NSEC_PER_SEC)
-#define SQ_MONITOR_INTERVAL_NS (2 * NSEC_PER_MSEC)
-/* After a kick whose saturation has passed, the monitor naps this long
- * before deciding to sleep until the next kick; kicked again during the
- * nap (bursts that saturate the pool for moments), it naps twice as long
- * each time up to the maximum, and back to the minimum once work has
- * waited through a tick. A nap delays only the first look at a new
- * saturation; each nap's wake-up costs about 20 us of CPU on a VM, which
- * is why the maximum is not lower. */
-#define SQ_MONITOR_NAP_NS (5 * NSEC_PER_MSEC)
-#define SQ_MONITOR_NAP_MAX_NS (50 * NSEC_PER_MSEC)
 #define SQ_BACKGROUND_NICE 10
 /* After the system refused a thread, no new worker is tried before a pause
  * that doubles from the minimum to the maximum with each refusal (and is
  * back to none after a success); the monitor alike. */
 #define SQ_SPAWN_PAUSE_MIN_NS (1 * NSEC_PER_MSEC)
 #define SQ_SPAWN_PAUSE_MAX_NS (128 * NSEC_PER_MSEC)
-#define SQ_MONITOR_RETRY_NS (100 * NSEC_PER_MSEC)
 /* With no worker at all, a refused thread makes the submitter wait and try
  * again (libdispatch, in that case, sleeps and retries without end); the
  * process stops after this long. */
 #define SQ_FIRST_WORKER_WAIT_NS (5 * NSEC_PER_SEC)
-/* How often the monitor calls what waits to be retried
- * (_sq_pool_retry_later). */
-#define SQ_RETRY_INTERVAL_NS (10 * NSEC_PER_MSEC)
-#define SQ_RETRY_SLOTS 4
 
-/* Ring entries carry the root index of the job in their low bits. */
-#define SQ_RING_ROOT_MASK ((uintptr_t)3)
-
-struct sq_ring_s {
-	uint32_t head; /* CAS by the owner and by thieves */
-	uint32_t tail; /* written by the owner only */
-	uintptr_t slots[SQ_RING_SIZE];
-};
-
-enum sq_worker_slot {
-	SQ_SLOT_FREE = 0,
-	SQ_SLOT_LIVE = 1,
-};
-
-struct sq_worker_s {
-	_Alignas(SQ_CACHELINE) struct sq_ring_s ring;
-	uint32_t slot_state; /* SQ_SLOT_*, under the spawn lock */
-	uint32_t parked;     /* futex word: 1 while parked */
-	bool searching;      /* counted in _sq_pool.searching */
-	bool niced;
-	bool on_idle_list;   /* under the idle lock */
-	bool leave;          /* asked to give its thread back (see "Threads") */
-	int root;            /* root index of the job being run */
-	uint32_t tick;
-	uint64_t parked_at;  /* when it last parked (monotonic ns) */
-	uint64_t woken_at;   /* when it was last woken (monotonic ns) */
-	uint64_t jobs;       /* jobs started; read by the monitor */
-	uint32_t lock_sleep; /* 1 while asleep for a spin lock (internal.h) */
-	pid_t tid;
-	char name[16];       /* the thread's current name */
-	struct sq_worker_s *next_idle; /* the idle list, under the idle lock */
-	struct sq_worker_s *prev_idle;
-	/* The next-job slot (see "Next-job slot" below). */
-	uintptr_t next;      /* a ring-style entry or 0; owner puts, anyone takes */
-	uint32_t next_streak; /* owner only: slot jobs run in a row */
-	uint32_t guard_nap;  /* futex word: 1 while napping as the slots' guard */
-	/* Diagnostics, written by this worker only (_sq_debug_pool_handoffs). */
-	uint64_t handoffs;   /* slot jobs it ran as their owner */
-	uint64_t slot_takes; /* slot jobs it took from others as the guard */
-	uint64_t guard_naps; /* naps it took as the guard */
-};
-
-struct sq_root_rq_s {
-	_Alignas(SQ_CACHELINE) struct __cds_wfcq_head head;
-	sq_spinlock_t lock;
-	_Alignas(SQ_CACHELINE) struct cds_wfcq_tail tail;
-};
-
-static struct {
-	struct sq_root_rq_s roots[SQ_ROOT_COUNT];
-	int width;       /* workers kept: usable CPUs or SQ_WORKERS */
-	int max_threads; /* SQ_MAX_THREADS */
-	int32_t live;    /* worker threads alive */
-	int32_t slots;   /* high-water mark of worker slots ever used */
-	int32_t searching;
-	int32_t spinning;
-	/* The searcher guarding the next-job slots, and the same while it
-	 * naps (see "Guarding next-job slots"); NULL when none. */
-	struct sq_worker_s *guard;
-	struct sq_worker_s *sleeper;
-	uint32_t spin_ns;  /* the adaptive spin budget (relaxed: a hint) */
-	int32_t nidle;
-	uint32_t pop_counter;
-	sq_spinlock_t spawn_lock;
-	sq_spinlock_t idle_lock;
-	struct sq_worker_s *idle;        /* the idle list: most recent first */
-	struct sq_worker_s *idle_oldest; /* and its other end */
-	pthread_attr_t thread_attr;
-	/* The nice value of the thread that started the pool (the program's),
-	 * and whether a thread may go from BACKGROUND's nice back to it. */
-	int base_nice;
-	bool nice_reversible;
-	/* The monitor: started with the first worker; sleeps on `kick` while
-	 * no work waits. */
-	uint32_t monitor_kick;  /* futex word: 1 once kicked */
-	uint32_t monitor_deep;  /* 1 while it sleeps until kicked */
-	uint32_t monitor_state; /* SQ_MONITOR_* */
-	uint64_t monitor_retry_at; /* no new try before (a refused thread) */
-	bool monitor_running;
-	/* Refused threads (relaxed: hints, racing updates only blur them). */
-	uint64_t spawn_after;   /* no new worker tried before this (ns) */
-	uint64_t spawn_pause;   /* the next pause, 0 after a success */
-	/* Functions the monitor calls until they succeed
-	 * (_sq_pool_retry_later). */
-	bool (*retry[SQ_RETRY_SLOTS])(void);
-	uint64_t retry_at;
-	bool net_enabled;  /* SQ_MONITOR_NET (default 1) */
-	bool net_debug;    /* SQ_DEBUG_NET: report each firing */
-	/* Statistics (sq_pool_stats), relaxed counters. */
-	uint64_t wakeups;
-	uint64_t spawned;
-	uint64_t compensated;
-	uint64_t net_firings;
-	struct sq_worker_s workers[SQ_POOL_MAX_THREADS];
-} _sq_pool;
+struct sq_pool_s _sq_pool;
 
 static sq_once_t _sq_pool_once;
 
-enum {
-	SQ_MONITOR_NONE = 0,     /* not started, or refused a thread */
-	SQ_MONITOR_STARTING = 1, /* a thread is creating it */
-	SQ_MONITOR_RUNNING = 2,
-};
-
-/* A pool event for traces and probes: worker w's index, and the pool's
- * counters at that moment (read only when observed). */
-#define SQ_POOL_EVENT(kind, w, b)                                              \
-	SQ_TRACE_POOL(kind, (uint64_t)((w) - _sq_pool.workers), (b),           \
-			__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),     \
-			__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED),    \
-			__atomic_load_n(&_sq_pool.searching, __ATOMIC_RELAXED))
-
 static sq_once_t _sq_nice_probe_once;
-static SQ_TLS struct sq_worker_s *_sq_self;
+SQ_TLS struct sq_worker_s *_sq_self;
 SQ_TLS int _sq_apply_depth;
 
 static const char *const _sq_root_thread_names[SQ_ROOT_COUNT] = {
@@ -369,13 +236,6 @@ _sq_ring_pop(struct sq_ring_s *r)
 	}
 }
 
-static inline bool
-_sq_ring_empty(struct sq_ring_s *r)
-{
-	return __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) ==
-			__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-}
-
 /* ---- Root queues ----------------------------------------------------- */
 
 static struct sq_job_s *
@@ -432,7 +292,7 @@ _sq_roots_pop(int *root)
 	return NULL;
 }
 
-static bool
+bool
 _sq_roots_empty(void)
 {
 	for (int i = 0; i < SQ_ROOT_COUNT; i++)
@@ -444,7 +304,7 @@ _sq_roots_empty(void)
 
 /* Whether any work is in a run queue: a root queue, a ring, or (with
  * `slots`) a next-job slot. */
-static bool
+bool
 _sq_pool_has_work_in(bool slots)
 {
 	if (!_sq_roots_empty())
@@ -463,10 +323,10 @@ _sq_pool_has_work_in(bool slots)
 
 /* Whether work is visible that a looking worker must not park past: next-
  * job slots count only while no searcher guards them (a guard looks at
- * them on its own, see "Guarding next-job slots"). Seq-cst load of the
+ * them on its own, see pool_slot.c). Seq-cst load of the
  * guard: a guard that leaves clears it, then looks at the slots itself, so
  * either we see it still there or it sees the job we saw. */
-static bool
+bool
 _sq_pool_has_work(void)
 {
 	return _sq_pool_has_work_in(__atomic_load_n(&_sq_pool.guard,
@@ -521,7 +381,7 @@ _sq_idle_unlink(struct sq_worker_s *w)
 	__atomic_sub_fetch(&_sq_pool.nidle, 1, __ATOMIC_SEQ_CST);
 }
 
-static struct sq_worker_s *
+struct sq_worker_s *
 _sq_idle_pop(void)
 {
 	sq_spinlock_lock(&_sq_pool.idle_lock);
@@ -549,16 +409,13 @@ _sq_idle_remove(struct sq_worker_s *w)
 }
 
 static void *_sq_worker_main(void *arg);
-static void _sq_pool_notify(void);
-static void _sq_monitor_kick(void);
-static void _sq_monitor_ensure(void);
 
 /* Creates a detached thread with every asynchronous signal blocked, as all
  * the runtime's threads are (process-directed signals go to the program's
  * threads or to the signal watcher, never into a task); faults stay
  * deliverable. The new thread inherits the mask; ours is restored at once.
  * Returns 0 or pthread_create's error. */
-static int
+int
 _sq_thread_create(const pthread_attr_t *attr, void *(*main)(void *),
 		void *arg)
 {
@@ -649,7 +506,7 @@ _sq_pool_spawn_err(bool force)
 	return 0;
 }
 
-static bool
+bool
 _sq_pool_spawn(void)
 {
 	return _sq_pool_spawn_err(false) == 0;
@@ -703,7 +560,7 @@ _sq_pool_wait_for_first_worker(int err)
 }
 
 /* Wakes w, popped off the idle list, as a searcher. */
-static void
+void
 _sq_worker_wake(struct sq_worker_s *w)
 {
 	w->searching = true;
@@ -715,8 +572,9 @@ _sq_worker_wake(struct sq_worker_s *w)
 	SQ_POOL_EVENT(SQ_TRACE_WAKE, w, 0);
 }
 
-/* Wakes the slots' guard if it naps (see "Guarding next-job slots"): a
- * job in a root queue or a ring must not wait for the end of its nap. */
+/* Wakes the slots' guard if it naps (pool_slot.c, "Guarding next-job
+ * slots"): a job in a root queue or a ring must not wait for the end of
+ * its nap. */
 static void
 _sq_pool_wake_sleeper(void)
 {
@@ -738,7 +596,7 @@ _sq_pool_wake_sleeper(void)
 }
 
 /* Gets one more worker looking for work, unless one already is. */
-static void
+void
 _sq_pool_notify(void)
 {
 	/* Seq-cst load after the job's (full-barrier) enqueue: a searcher
@@ -817,292 +675,6 @@ _sq_pool_push(int root, struct sq_job_s *job)
 	}
 	SQ_CHAOS_POINT();
 	_sq_pool_notify();
-}
-
-/* ---- Next-job slot -------------------------------------------------------
- *
- * Go's runnext, Tokio's LIFO slot. A job submitted with _sq_pool_push_next
- * by a job running on a worker goes to that worker's one-entry slot,
- * displacing the slot's previous job to the normal path: a queue that the
- * job's work made runnable (queue.c, _sq_queue_enqueue_self), and from the
- * Swift executor a task's child, a resumed continuation, a task back from
- * an actor. When the current job returns, the worker takes its slot first:
- * the hand-off stays on one thread, warm in its cache, with no wake-up and
- * no other worker taking it. It is still in a run queue for every other
- * purpose: the push makes sure a searcher exists (waking one only when none
- * does), parking workers see occupied slots in _sq_pool_has_work unless the
- * slots' guard watches them, and the guard takes a slot's job once it has
- * sat there SQ_NEXT_STEAL_NS while its owner ran the same job (the owner is
- * busy with something long; see "Guarding next-job slots"). The owner runs
- * at most SQ_NEXT_STREAK slot jobs in a row while other work is queued:
- * then it runs one of those, and moves its slot's job to its ring first,
- * so a ping-pong pair cannot starve the rest and the pair's next job is
- * not held up behind that work.
- */
-
-#define SQ_NEXT_STREAK 32u
-#define SQ_NEXT_STEAL_NS (8 * NSEC_PER_USEC)
-#define SQ_NEXT_SPIN_NS (2 * NSEC_PER_USEC)
-
-void
-_sq_pool_push_next(int root, struct sq_job_s *job)
-{
-	struct sq_worker_s *w = _sq_self;
-	if (w == NULL) {
-		_sq_pool_push(root, job);
-		return;
-	}
-	job->link.next = NULL;
-	_sq_tsan_release(job); /* after our last plain write to the job */
-	/* Seq-cst exchange: publishes the job and is a full barrier before
-	 * notify's load of `searching` (the ring push's fence, same pairing). */
-	uintptr_t old = __atomic_exchange_n(&w->next,
-			(uintptr_t)job | (uintptr_t)root, __ATOMIC_SEQ_CST);
-	SQ_CHAOS_POINT();
-	if (old != 0)
-		_sq_pool_push((int)(old & SQ_RING_ROOT_MASK),
-				(struct sq_job_s *)(old & ~SQ_RING_ROOT_MASK));
-	/* A searcher, awake or the guard in a nap, covers a slot: it is
-	 * looked at within a nap, and the owner takes it first anyway. So
-	 * unlike a root or ring job, a hand-off does not wake the guard, and
-	 * a chain of them costs one shared load each. */
-	else if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST) == 0)
-		_sq_pool_notify();
-}
-
-/* Moves the calling worker's slot job, if any, to the normal path (its
- * ring or a root queue), where any worker may take it at once: for work
- * that goes on after a hand-off instead of returning. */
-void
-_sq_pool_flush_next(void)
-{
-	struct sq_worker_s *w = _sq_self;
-	if (w == NULL || __atomic_load_n(&w->next, __ATOMIC_RELAXED) == 0)
-		return;
-	/* Acquire: the submitter's writes to the job (its seq-cst store). */
-	uintptr_t e = __atomic_exchange_n(&w->next, 0, __ATOMIC_ACQ_REL);
-	if (e != 0)
-		_sq_pool_push((int)(e & SQ_RING_ROOT_MASK),
-				(struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK));
-}
-
-bool
-_sq_pool_can_hand_off(void)
-{
-	/* A worker's job, outside sq_apply_f (whose chunks go on running
-	 * after a submission). */
-	return _sq_self != NULL && _sq_apply_depth == 0;
-}
-
-/* The owner takes its own slot's job (NULL if empty or stolen). */
-static struct sq_job_s *
-_sq_next_take(struct sq_worker_s *w, int *root)
-{
-	/* Only the owner stores a job there: a relaxed look that sees none
-	 * is right (a thief can only have emptied it). */
-	if (__atomic_load_n(&w->next, __ATOMIC_RELAXED) == 0)
-		return NULL;
-	/* Acquire: the submitter's writes to the job (its release). */
-	uintptr_t e = __atomic_exchange_n(&w->next, 0, __ATOMIC_ACQ_REL);
-	if (e == 0)
-		return NULL;
-	*root = (int)(e & SQ_RING_ROOT_MASK);
-	return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
-}
-
-bool
-_sq_pool_work_waiting(void)
-{
-	struct sq_worker_s *w = _sq_self;
-	/* Relaxed: only a hint, nothing read through it. */
-	if (w != NULL && (__atomic_load_n(&w->next, __ATOMIC_RELAXED) != 0
-			|| !_sq_ring_empty(&w->ring)))
-		return true;
-	return !_sq_roots_empty();
-}
-
-/* ---- Guarding next-job slots ------------------------------------------------
- *
- * A slot's job runs on its owner when the owner's job returns. If that job
- * goes on instead (it blocks, or computes after its hand-off), another
- * worker takes the slot's job: the guard. At most one searcher at a time
- * is the guard (`_sq_pool.guard`, claimed by CAS); other searchers leave
- * the slots to it (_sq_pool_has_work skips guarded slots) and park. The
- * guard takes a job that has sat in its slot SQ_NEXT_STEAL_NS while the
- * owner kept running the same job (its `jobs` count did not move).
- *
- * While hand-offs keep coming (a ping-pong refills a slot every hop) the
- * guard has nothing to do but watch. It watches awake for
- * SQ_GUARD_AWAKE_NS (spinning, then yielding), then naps between looks:
- * SQ_GUARD_NAP_MIN_NS, twice as long after each nap, up to
- * SQ_GUARD_NAP_MAX_NS. Napping it stays counted in `searching`, so
- * hand-offs wake nobody, and it is `_sq_pool.sleeper`, so a job pushed to
- * a root queue or a ring wakes it at once (_sq_pool_notify). A long chain
- * of hand-offs thus costs a few thousand short sleeps a second on one other
- * worker instead of that worker's CPU. The price: a job left in a slot by an
- * owner that then runs long, while the guard naps, is taken after up to
- * two naps (0.5 ms) instead of 8 us.
- *
- * The guard leaves when other work shows up, when it took a job, or when
- * SQ_GUARD_EMPTY_NAPS looks in a row after naps find every slot empty (the
- * hand-offs have ended; in its awake phase, when the slots have stayed
- * empty SQ_NEXT_STEAL_NS). Not at the first empty look: a chain of
- * hand-offs leaves its slot empty while each job runs (about half the time
- * for Swift's task round trips), and a guard that left would be woken again
- * by the owner's next hand-off, a system call on the owner's path and a
- * new awake phase. A guard
- * that leaves clears `guard` before it gives up searching, and giving up
- * looks at the slots again (point 3 of the wake-up invariant).
- */
-
-#define SQ_GUARD_AWAKE_NS (10 * NSEC_PER_USEC)
-#define SQ_GUARD_EMPTY_NAPS 4
-#define SQ_GUARD_NAP_MIN_NS (16 * NSEC_PER_USEC)
-#define SQ_GUARD_NAP_MAX_NS (256 * NSEC_PER_USEC)
-
-/* Whether another worker's slot holds a job (a racy look). */
-static bool
-_sq_slots_occupied(struct sq_worker_s *self, uint32_t n)
-{
-	for (uint32_t i = 0; i < n; i++) {
-		struct sq_worker_s *v = &_sq_pool.workers[i];
-		if (v != self && __atomic_load_n(&v->next, __ATOMIC_RELAXED)
-				&& __atomic_load_n(&v->slot_state,
-				__ATOMIC_ACQUIRE) == SQ_SLOT_LIVE)
-			return true;
-	}
-	return false;
-}
-
-/* The guard naps `ns`, or until a submission to a root queue or a ring
- * wakes it. Returns false when woken so (work to look at). */
-static bool
-_sq_guard_nap(struct sq_worker_s *self, uint64_t ns)
-{
-	__atomic_store_n(&self->guard_naps, self->guard_naps + 1,
-			__ATOMIC_RELAXED);
-	__atomic_store_n(&self->guard_nap, 1, __ATOMIC_RELAXED);
-	/* Seq-cst store, then a seq-cst look at the roots and rings: pairs
-	 * with a submitter's enqueue, then its load of `sleeper`. */
-	__atomic_store_n(&_sq_pool.sleeper, self, __ATOMIC_SEQ_CST);
-	SQ_CHAOS_POINT();
-	if (!_sq_pool_has_work_in(false)) {
-		sq_time_t until = (sq_time_t)(_sq_monotonic_ns() + ns);
-		while (__atomic_load_n(&self->guard_nap, __ATOMIC_ACQUIRE) == 1
-				&& _sq_futex_wait_until(&self->guard_nap, 1,
-				until) != ETIMEDOUT) {
-		}
-	}
-	if (__atomic_exchange_n(&_sq_pool.sleeper, NULL, __ATOMIC_SEQ_CST)
-			== self)
-		return true;
-	/* A submitter took us out of `sleeper` and is about to clear our
-	 * word; wait for that store, so that it cannot land on a later nap. */
-	for (unsigned i = 0; __atomic_load_n(&self->guard_nap,
-			__ATOMIC_ACQUIRE) != 0; i++) {
-		if (i < 64)
-			_sq_cpu_relax();
-		else
-			sched_yield();
-	}
-	return false;
-}
-
-/* A searcher that found nothing else guards the others' slots (see above);
- * returns a slot job it took, or NULL (nothing to guard, another guard, or
- * it left: the caller looks again or parks). */
-static struct sq_job_s *
-_sq_next_guard(struct sq_worker_s *self, int *root)
-{
-	uint32_t n = (uint32_t)__atomic_load_n(&_sq_pool.slots,
-			__ATOMIC_ACQUIRE);
-	if (!_sq_slots_occupied(self, n))
-		return NULL;
-	struct sq_worker_s *none = NULL;
-	if (!__atomic_compare_exchange_n(&_sq_pool.guard, &none, self, false,
-			__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
-		return NULL;
-	SQ_CHAOS_POINT();
-	/* Per worker: the slot entry and job count last seen, and since when
-	 * they have been so. */
-	uintptr_t seen[n];
-	uint64_t seen_jobs[n], since[n];
-	uint64_t start = _sq_monotonic_ns(), quiet_since = start;
-	for (uint32_t i = 0; i < n; i++) {
-		seen[i] = __atomic_load_n(&_sq_pool.workers[i].next,
-				__ATOMIC_RELAXED);
-		seen_jobs[i] = __atomic_load_n(&_sq_pool.workers[i].jobs,
-				__ATOMIC_RELAXED);
-		since[i] = start;
-	}
-	uint64_t nap = SQ_GUARD_NAP_MIN_NS;
-	unsigned empty_naps = 0; /* naps in a row after which all were empty */
-	struct sq_job_s *job = NULL;
-	for (;;) {
-		uint64_t now = _sq_monotonic_ns();
-		bool napped = false;
-		if (now - start < SQ_NEXT_SPIN_NS) {
-			for (int i = 0; i < 16; i++)
-				_sq_cpu_relax();
-		} else if (now - start < SQ_GUARD_AWAKE_NS) {
-			/* On a machine with more runnable threads than CPUs
-			 * the owner may be waiting for ours. */
-			sched_yield();
-		} else {
-			if (!_sq_guard_nap(self, nap))
-				break; /* woken: work in a root queue or ring */
-			napped = true;
-			nap = nap * 2 > SQ_GUARD_NAP_MAX_NS ? SQ_GUARD_NAP_MAX_NS
-					: nap * 2;
-		}
-		if (_sq_pool_has_work_in(false))
-			break;
-		now = _sq_monotonic_ns();
-		bool occupied = false;
-		for (uint32_t i = 0; i < n; i++) {
-			struct sq_worker_s *v = &_sq_pool.workers[i];
-			if (v == self || __atomic_load_n(&v->slot_state,
-					__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
-				continue;
-			uintptr_t e = __atomic_load_n(&v->next,
-					__ATOMIC_RELAXED);
-			uint64_t j = __atomic_load_n(&v->jobs, __ATOMIC_RELAXED);
-			if (e != seen[i] || j != seen_jobs[i]) {
-				seen[i] = e;
-				seen_jobs[i] = j;
-				since[i] = now;
-			}
-			if (e == 0)
-				continue;
-			occupied = true;
-			/* Acquire on success: the submitter's writes to the
-			 * job (its seq-cst exchange). */
-			if (now - since[i] >= SQ_NEXT_STEAL_NS &&
-					__atomic_compare_exchange_n(&v->next,
-					&e, 0, false, __ATOMIC_ACQ_REL,
-					__ATOMIC_RELAXED)) {
-				__atomic_store_n(&self->slot_takes,
-						self->slot_takes + 1,
-						__ATOMIC_RELAXED);
-				*root = (int)(e & SQ_RING_ROOT_MASK);
-				job = (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
-				goto out;
-			}
-		}
-		if (occupied) {
-			quiet_since = now;
-			empty_naps = 0;
-		} else if (napped ? ++empty_naps >= SQ_GUARD_EMPTY_NAPS :
-				now - quiet_since >= SQ_NEXT_STEAL_NS) {
-			break; /* the hand-offs have ended */
-		}
-	}
-out:
-	SQ_CHAOS_POINT();
-	/* Seq-cst: before this worker gives up searching or runs the job
-	 * (both look at the slots afterwards, see _sq_pool_has_work). */
-	__atomic_store_n(&_sq_pool.guard, NULL, __ATOMIC_SEQ_CST);
-	return job;
 }
 
 /* ---- Workers ------------------------------------------------------------ */
@@ -1191,7 +763,7 @@ static struct sq_job_s *
 _sq_find_work(struct sq_worker_s *w, int *root, bool *handoff)
 {
 	struct sq_job_s *job;
-	/* The job our last job handed on first (see "Next-job slot"). */
+	/* The job our last job handed on first (pool_slot.c). */
 	if (w->next_streak < SQ_NEXT_STREAK && (job = _sq_next_take(w, root))) {
 		w->next_streak++;
 		*handoff = true;
@@ -1525,311 +1097,6 @@ _sq_worker_main(void *arg)
 	__atomic_store_n(&w->slot_state, SQ_SLOT_FREE, __ATOMIC_RELEASE);
 	sq_spinlock_unlock(&_sq_pool.spawn_lock);
 	return NULL;
-}
-
-/* ---- Blocking compensation -------------------------------------------- */
-
-/* Whether the worker's thread is runnable ('R') according to /proc. Opened
- * per look (only for workers that seem stuck, only while the pool is
- * saturated) so the pool keeps no descriptors open. */
-static bool
-_sq_worker_runnable(struct sq_worker_s *w)
-{
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)w->tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return true;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = '\0';
-	char *p = strrchr(buf, ')');
-	return p == NULL || p[1] == '\0' || p[2] == 'R';
-}
-
-/* Jobs finished by all live workers so far. */
-static uint64_t
-_sq_pool_jobs_total(void)
-{
-	uint64_t total = 0;
-	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
-	for (int i = 0; i < slots; i++)
-		total += __atomic_load_n(&_sq_pool.workers[i].jobs,
-				__ATOMIC_RELAXED);
-	return total;
-}
-
-/* SQ_DEBUG_NET=1: what the pool looked like when the net fired, on
- * stderr (a debugging aid; the figures are read without locks). */
-static void
-_sq_pool_net_report(void)
-{
-	fprintf(stderr, "SwiftQueues: safety net fired: live %d, idle %d, "
-			"searching %d, spinning %d, root queues %s\n",
-			__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),
-			__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED),
-			__atomic_load_n(&_sq_pool.searching, __ATOMIC_RELAXED),
-			__atomic_load_n(&_sq_pool.spinning, __ATOMIC_RELAXED),
-			_sq_roots_empty() ? "empty" : "not empty");
-	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
-	for (int i = 0; i < slots; i++) {
-		struct sq_worker_s *x = &_sq_pool.workers[i];
-		fprintf(stderr, "  worker %d: %s, parked %u, ring %u, "
-				"jobs %llu\n", i,
-				__atomic_load_n(&x->slot_state,
-					__ATOMIC_RELAXED) ? "live" : "free",
-				__atomic_load_n(&x->parked, __ATOMIC_RELAXED),
-				__atomic_load_n(&x->ring.tail,
-					__ATOMIC_RELAXED) -
-				__atomic_load_n(&x->ring.head,
-					__ATOMIC_RELAXED),
-				(unsigned long long)__atomic_load_n(&x->jobs,
-					__ATOMIC_RELAXED));
-	}
-}
-
-/* The safety net: wakes one idle worker as a searcher, whatever
- * `searching` says. */
-static void
-_sq_pool_net_fire(void)
-{
-	__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
-	struct sq_worker_s *w = _sq_idle_pop();
-	if (w == NULL) {
-		__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
-		return;
-	}
-	__atomic_add_fetch(&_sq_pool.net_firings, 1, __ATOMIC_RELAXED);
-	SQ_POOL_EVENT(SQ_TRACE_NET, w, 0);
-	if (_sq_pool.net_debug)
-		_sq_pool_net_report();
-	_sq_worker_wake(w);
-}
-
-/* Calls what waits to be retried (_sq_pool_retry_later), at most every
- * SQ_RETRY_INTERVAL_NS; drops what succeeded. Returns whether anything is
- * still waiting. Monitor thread. */
-static bool
-_sq_pool_run_retries(void)
-{
-	bool waiting = false;
-	uint64_t now = _sq_monotonic_ns();
-	bool due = now >= _sq_pool.retry_at;
-	for (int i = 0; i < SQ_RETRY_SLOTS; i++) {
-		bool (*fn)(void) = __atomic_load_n(&_sq_pool.retry[i],
-				__ATOMIC_ACQUIRE);
-		if (fn == NULL)
-			continue;
-		if (due && fn())
-			__atomic_compare_exchange_n(&_sq_pool.retry[i], &fn, NULL,
-					false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
-		else
-			waiting = true;
-	}
-	if (due)
-		_sq_pool.retry_at = now + SQ_RETRY_INTERVAL_NS;
-	return waiting;
-}
-
-static void *
-_sq_monitor_main(void *unused)
-{
-	static uint64_t last_jobs[SQ_POOL_MAX_THREADS];
-	uint64_t last_total = 0;
-	int pending_ticks = 0, stalled_ticks = 0;
-	uint64_t nap_ns = SQ_MONITOR_NAP_NS;
-	pthread_setname_np(pthread_self(), "sq.monitor");
-	_sq_trace_set_role(SQ_ROLE_MONITOR, 0);
-
-	for (;;) {
-		bool retrying = _sq_pool_run_retries();
-		if (!_sq_pool_has_work()) {
-			pending_ticks = 0;
-			stalled_ticks = 0;
-			/* Kicked since the last look (the pool was saturated
-			 * a moment ago): nap, then look again. Kicks during a
-			 * nap cost the kicker no system call, so a pool that
-			 * saturates in bursts wakes the monitor once per nap,
-			 * not once per burst. */
-			if (__atomic_exchange_n(&_sq_pool.monitor_kick, 0,
-					__ATOMIC_SEQ_CST)) {
-				struct timespec nap = { 0, (long)nap_ns };
-				nanosleep(&nap, NULL);
-				if (nap_ns < SQ_MONITOR_NAP_MAX_NS)
-					nap_ns *= 2;
-				continue;
-			}
-			nap_ns = SQ_MONITOR_NAP_NS;
-			if (retrying) {
-				struct timespec nap = { 0,
-					(long)SQ_RETRY_INTERVAL_NS };
-				nanosleep(&nap, NULL);
-				continue;
-			}
-			/* Sleep until kicked. Dekker with the kicker: we
-			 * store `monitor_deep` then load the kick; it stores
-			 * the kick then loads `monitor_deep` (all seq-cst),
-			 * so one of us sees the other. (A retry request
-			 * kicks after it stores its function.) */
-			__atomic_store_n(&_sq_pool.monitor_deep, 1,
-					__ATOMIC_SEQ_CST);
-			if (!_sq_pool_has_work() && !_sq_pool_run_retries())
-				_sq_futex_wait(&_sq_pool.monitor_kick, 0, NULL);
-			__atomic_store_n(&_sq_pool.monitor_deep, 0,
-					__ATOMIC_SEQ_CST);
-			continue;
-		}
-		struct timespec tick = { 0, (long)SQ_MONITOR_INTERVAL_NS };
-		nanosleep(&tick, NULL);
-
-		if (!_sq_pool_has_work()) {
-			pending_ticks = 0;
-			stalled_ticks = 0;
-			continue;
-		}
-		/* Work has waited a tick: the next saturation after this one
-		 * gets a short nap again. (Work seen by one look only, a
-		 * burst in progress, leaves the nap as long as it was.) */
-		nap_ns = SQ_MONITOR_NAP_NS;
-		SQ_TRACE_POOL(SQ_TRACE_COUNTERS, 0, 0,
-				__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),
-				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED),
-				__atomic_load_n(&_sq_pool.searching,
-					__ATOMIC_RELAXED));
-		/* Safety net (SQ_MONITOR_NET=0 turns it off): work waits, a
-		 * worker is idle, and no worker started a job for a few
-		 * ticks. The wake-up protocol never leaves that state
-		 * standing; if a bug did, the work would wait milliseconds,
-		 * not forever, and net_firings counts it. */
-		uint64_t total = _sq_pool_jobs_total();
-		if (total != last_total) {
-			last_total = total;
-			stalled_ticks = 0;
-		} else if (_sq_pool.net_enabled &&
-				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST)) {
-			/* With nobody searching, that is the invariant broken.
-			 * A counted searcher may just not have been scheduled
-			 * yet on a loaded machine: give it much longer. */
-			int limit = __atomic_load_n(&_sq_pool.searching,
-					__ATOMIC_SEQ_CST) == 0 ? SQ_STALL_TICKS
-					: SQ_STALL_TICKS_SEARCHING;
-			if (++stalled_ticks >= limit) {
-				stalled_ticks = 0;
-				_sq_pool_net_fire();
-			}
-		}
-		if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) ||
-				__atomic_load_n(&_sq_pool.searching,
-					__ATOMIC_SEQ_CST)) {
-			pending_ticks = 0;
-			continue;
-		}
-		/* Workers that made no progress since the last tick and are
-		 * not runnable are blocked (sleeping, waiting on I/O). */
-		int busy = 0, blocked = 0;
-		int32_t slots = __atomic_load_n(&_sq_pool.slots,
-				__ATOMIC_ACQUIRE);
-		for (int i = 0; i < slots; i++) {
-			struct sq_worker_s *w = &_sq_pool.workers[i];
-			if (__atomic_load_n(&w->slot_state, __ATOMIC_ACQUIRE) !=
-					SQ_SLOT_LIVE)
-				continue;
-			uint64_t jobs = __atomic_load_n(&w->jobs,
-					__ATOMIC_RELAXED);
-			busy++;
-			/* Not blocked either: a worker asleep for a spin lock
-			 * waits for its holder, which runs (a preempted holder
-			 * of the root queue's lock while the submitter has the
-			 * CPU), and another thread would only add to the
-			 * contention; a worker that has parked since the look
-			 * at `nidle` above. Both flags are set before the
-			 * thread sleeps, so they are read after /proc says it
-			 * sleeps. */
-			if (jobs == last_jobs[i] && !_sq_worker_runnable(w) &&
-					!__atomic_load_n(&w->lock_sleep,
-						__ATOMIC_RELAXED) &&
-					!__atomic_load_n(&w->parked,
-						__ATOMIC_RELAXED))
-				blocked++;
-			last_jobs[i] = jobs;
-		}
-		if (++pending_ticks < 2)
-			continue;
-		/* A worker that parked or went searching during the scan is
-		 * not blocked; the next tick looks again. */
-		if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) ||
-				__atomic_load_n(&_sq_pool.searching,
-					__ATOMIC_SEQ_CST))
-			continue;
-		int runnable = busy - blocked;
-		for (int add = _sq_pool.width - runnable; add > 0; add--) {
-			/* Counted as a searcher before it starts (a new
-			 * worker begins by searching). */
-			__atomic_add_fetch(&_sq_pool.searching, 1,
-					__ATOMIC_SEQ_CST);
-			if (!_sq_pool_spawn()) {
-				__atomic_sub_fetch(&_sq_pool.searching, 1,
-						__ATOMIC_SEQ_CST);
-				break;
-			}
-			__atomic_add_fetch(&_sq_pool.compensated, 1,
-					__ATOMIC_RELAXED);
-		}
-	}
-	return NULL;
-}
-
-/* Starts the monitor if it is not running, unless a refused thread's pause
- * is not over. Called after each new worker, on kicks and by retry
- * requests: with room for a single thread, the pool runs without a monitor
- * (no blocking compensation) until it can have one. */
-static void
-_sq_monitor_ensure(void)
-{
-	if (__atomic_load_n(&_sq_pool.monitor_state, __ATOMIC_ACQUIRE) ==
-			SQ_MONITOR_RUNNING)
-		return;
-	if (_sq_monotonic_ns() < __atomic_load_n(&_sq_pool.monitor_retry_at,
-			__ATOMIC_RELAXED))
-		return;
-	uint32_t none = SQ_MONITOR_NONE;
-	if (!__atomic_compare_exchange_n(&_sq_pool.monitor_state, &none,
-			SQ_MONITOR_STARTING, false, __ATOMIC_ACQ_REL,
-			__ATOMIC_RELAXED))
-		return;
-	if (_sq_thread_create(&_sq_pool.thread_attr, _sq_monitor_main,
-			NULL) != 0) {
-		__atomic_store_n(&_sq_pool.monitor_retry_at, _sq_monotonic_ns() +
-				SQ_MONITOR_RETRY_NS, __ATOMIC_RELAXED);
-		__atomic_store_n(&_sq_pool.monitor_state, SQ_MONITOR_NONE,
-				__ATOMIC_RELEASE);
-		return;
-	}
-	__atomic_store_n(&_sq_pool.monitor_running, true, __ATOMIC_RELEASE);
-	__atomic_store_n(&_sq_pool.monitor_state, SQ_MONITOR_RUNNING,
-			__ATOMIC_RELEASE);
-}
-
-/* Every worker is busy: the monitor should look whether they are blocked.
- * A system call only when it is in its deep sleep. */
-static void
-_sq_monitor_kick(void)
-{
-	/* Already kicked: the monitor has yet to take that kick (it takes it
-	 * before it sleeps, and its futex wait returns at once while the
-	 * word is 1), so this one adds nothing. A plain read keeps bursts of
-	 * saturated submissions from writing the line. */
-	if (__atomic_load_n(&_sq_pool.monitor_kick, __ATOMIC_RELAXED) != 0)
-		return;
-	if (SQ_UNLIKELY(__atomic_load_n(&_sq_pool.monitor_state,
-			__ATOMIC_RELAXED) != SQ_MONITOR_RUNNING))
-		_sq_monitor_ensure();
-	if (__atomic_exchange_n(&_sq_pool.monitor_kick, 1, __ATOMIC_SEQ_CST)
-			== 0 && __atomic_load_n(&_sq_pool.monitor_deep,
-			__ATOMIC_SEQ_CST))
-		_sq_futex_wake(&_sq_pool.monitor_kick, 1);
 }
 
 /* ---- Threads ------------------------------------------------------------

@@ -397,7 +397,7 @@ _sq_queue_hand_off_here(void)
  * from a worker's task, the queue goes to the worker's next-job slot: a
  * hop from one serial queue to another (a message, an actor's call) then
  * runs on the same worker once the task returns, with no wake-up and no
- * other CPU (pool.c, "Next-job slot"). */
+ * other CPU (pool_slot.c, "Next-job slot"). */
 static void
 _sq_queue_enqueue_self(struct sq_queue_s *q)
 {

@@ -306,7 +306,8 @@ SQ_INTERNAL void _sq_pool_init(void);
 /* Submits a job to a root queue. */
 SQ_INTERNAL void _sq_pool_push(int root_index, struct sq_job_s *job);
 /* The same from a job running on a worker: the job goes to that worker's
- * next-job slot, to run there when the current job returns (pool.c). */
+ * next-job slot, to run there when the current job returns
+ * (pool_slot.c). */
 SQ_INTERNAL void _sq_pool_push_next(int root_index, struct sq_job_s *job);
 /* Whether the calling thread may hand work to its next-job slot: a worker
  * running a job, outside sq_apply_f. */

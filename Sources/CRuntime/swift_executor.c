@@ -252,7 +252,7 @@ _sq_swift_run_on_pool(void *job)
 }
 
 /* A job enqueued from a worker goes to that worker's next-job slot (see
- * pool.c): a task's child, a resumed continuation or a task hopping back
+ * pool_slot.c): a task's child, a resumed continuation or a task hopping back
  * from an actor runs on this thread as soon as the current job returns,
  * rather than on the idle worker spinning for work, which takes it only if
  * the current job goes on for a while. */

@@ -1,0 +1,172 @@
+/*
+ * SwiftQueues — the worker pool: the structures and functions shared by
+ * pool.c (root queues, rings, the idle list, workers, threads), pool_slot.c
+ * (the next-job slots and their guard) and pool_monitor.c (blocking
+ * compensation, the safety net, retries). Not installed.
+ */
+#ifndef SWIFTQUEUES_POOL_INTERNAL_H
+#define SWIFTQUEUES_POOL_INTERNAL_H
+
+#include "queue_internal.h"
+#include "trace_internal.h"
+
+#include <pthread.h>
+
+#define SQ_RING_SIZE 256u
+#define SQ_POOL_MAX_THREADS 512
+/* After the system refused the monitor a thread, it is not tried again
+ * before this long (an idle worker tries it then, see _sq_worker_park). */
+#define SQ_MONITOR_RETRY_NS (100 * NSEC_PER_MSEC)
+#define SQ_RETRY_SLOTS 4
+/* Slot jobs a worker runs in a row while other work is queued (see
+ * "Next-job slot", pool_slot.c). */
+#define SQ_NEXT_STREAK 32u
+
+/* Ring entries carry the root index of the job in their low bits. */
+#define SQ_RING_ROOT_MASK ((uintptr_t)3)
+
+struct sq_ring_s {
+	uint32_t head; /* CAS by the owner and by thieves */
+	uint32_t tail; /* written by the owner only */
+	uintptr_t slots[SQ_RING_SIZE];
+};
+
+enum sq_worker_slot {
+	SQ_SLOT_FREE = 0,
+	SQ_SLOT_LIVE = 1,
+};
+
+struct sq_worker_s {
+	_Alignas(SQ_CACHELINE) struct sq_ring_s ring;
+	uint32_t slot_state; /* SQ_SLOT_*, under the spawn lock */
+	uint32_t parked;     /* futex word: 1 while parked */
+	bool searching;      /* counted in _sq_pool.searching */
+	bool niced;
+	bool on_idle_list;   /* under the idle lock */
+	bool leave;          /* asked to give its thread back (pool.c) */
+	int root;            /* root index of the job being run */
+	uint32_t tick;
+	uint64_t parked_at;  /* when it last parked (monotonic ns) */
+	uint64_t woken_at;   /* when it was last woken (monotonic ns) */
+	uint64_t jobs;       /* jobs started; read by the monitor */
+	uint32_t lock_sleep; /* 1 while asleep for a spin lock (internal.h) */
+	pid_t tid;
+	char name[16];       /* the thread's current name */
+	struct sq_worker_s *next_idle; /* the idle list, under the idle lock */
+	struct sq_worker_s *prev_idle;
+	/* The next-job slot (see "Next-job slot", pool_slot.c). */
+	uintptr_t next;      /* a ring-style entry or 0; owner puts, anyone takes */
+	uint32_t next_streak; /* owner only: slot jobs run in a row */
+	uint32_t guard_nap;  /* futex word: 1 while napping as the slots' guard */
+	/* Diagnostics, written by this worker only (_sq_debug_pool_handoffs). */
+	uint64_t handoffs;   /* slot jobs it ran as their owner */
+	uint64_t slot_takes; /* slot jobs it took from others as the guard */
+	uint64_t guard_naps; /* naps it took as the guard */
+};
+
+struct sq_root_rq_s {
+	_Alignas(SQ_CACHELINE) struct __cds_wfcq_head head;
+	sq_spinlock_t lock;
+	_Alignas(SQ_CACHELINE) struct cds_wfcq_tail tail;
+};
+
+struct sq_pool_s {
+	struct sq_root_rq_s roots[SQ_ROOT_COUNT];
+	int width;       /* workers kept: usable CPUs or SQ_WORKERS */
+	int max_threads; /* SQ_MAX_THREADS */
+	int32_t live;    /* worker threads alive */
+	int32_t slots;   /* high-water mark of worker slots ever used */
+	int32_t searching;
+	int32_t spinning;
+	/* The searcher guarding the next-job slots, and the same while it
+	 * naps (see "Guarding next-job slots", pool_slot.c); NULL when
+	 * none. */
+	struct sq_worker_s *guard;
+	struct sq_worker_s *sleeper;
+	uint32_t spin_ns;  /* the adaptive spin budget (relaxed: a hint) */
+	int32_t nidle;
+	uint32_t pop_counter;
+	sq_spinlock_t spawn_lock;
+	sq_spinlock_t idle_lock;
+	struct sq_worker_s *idle;        /* the idle list: most recent first */
+	struct sq_worker_s *idle_oldest; /* and its other end */
+	pthread_attr_t thread_attr;
+	/* The nice value of the thread that started the pool (the program's),
+	 * and whether a thread may go from BACKGROUND's nice back to it. */
+	int base_nice;
+	bool nice_reversible;
+	/* The monitor: started with the first worker; sleeps on `kick` while
+	 * no work waits. */
+	uint32_t monitor_kick;  /* futex word: 1 once kicked */
+	uint32_t monitor_deep;  /* 1 while it sleeps until kicked */
+	uint32_t monitor_state; /* SQ_MONITOR_* */
+	uint64_t monitor_retry_at; /* no new try before (a refused thread) */
+	bool monitor_running;
+	/* Refused threads (relaxed: hints, racing updates only blur them). */
+	uint64_t spawn_after;   /* no new worker tried before this (ns) */
+	uint64_t spawn_pause;   /* the next pause, 0 after a success */
+	/* Functions the monitor calls until they succeed
+	 * (_sq_pool_retry_later). */
+	bool (*retry[SQ_RETRY_SLOTS])(void);
+	uint64_t retry_at;
+	bool net_enabled;  /* SQ_MONITOR_NET (default 1) */
+	bool net_debug;    /* SQ_DEBUG_NET: report each firing */
+	/* Statistics (sq_pool_stats), relaxed counters. */
+	uint64_t wakeups;
+	uint64_t spawned;
+	uint64_t compensated;
+	uint64_t net_firings;
+	struct sq_worker_s workers[SQ_POOL_MAX_THREADS];
+};
+
+/* The pool, one per process (pool.c). */
+SQ_INTERNAL extern struct sq_pool_s _sq_pool;
+
+enum {
+	SQ_MONITOR_NONE = 0,     /* not started, or refused a thread */
+	SQ_MONITOR_STARTING = 1, /* a thread is creating it */
+	SQ_MONITOR_RUNNING = 2,
+};
+
+/* A pool event for traces and probes: worker w's index, and the pool's
+ * counters at that moment (read only when observed). */
+#define SQ_POOL_EVENT(kind, w, b)                                              \
+	SQ_TRACE_POOL(kind, (uint64_t)((w) - _sq_pool.workers), (b),           \
+			__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED),     \
+			__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED),    \
+			__atomic_load_n(&_sq_pool.searching, __ATOMIC_RELAXED))
+
+/* The worker this thread is, or NULL (pool.c). */
+SQ_INTERNAL extern SQ_TLS struct sq_worker_s *_sq_self;
+
+/* Whether a ring is empty (racy: a hint, or a look before parking). */
+static inline bool
+_sq_ring_empty(struct sq_ring_s *r)
+{
+	return __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) ==
+			__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+}
+
+/* pool.c: the run queues, waking and spawning. */
+SQ_INTERNAL bool _sq_roots_empty(void);
+SQ_INTERNAL bool _sq_pool_has_work_in(bool slots);
+SQ_INTERNAL bool _sq_pool_has_work(void);
+SQ_INTERNAL struct sq_worker_s *_sq_idle_pop(void);
+SQ_INTERNAL int _sq_thread_create(const pthread_attr_t *attr,
+		void *(*main)(void *), void *arg);
+SQ_INTERNAL bool _sq_pool_spawn(void);
+SQ_INTERNAL void _sq_worker_wake(struct sq_worker_s *w);
+SQ_INTERNAL void _sq_pool_notify(void);
+
+/* pool_slot.c: the owner takes its own slot's job; a searcher that found
+ * nothing else guards the others' slots. */
+SQ_INTERNAL struct sq_job_s *_sq_next_take(struct sq_worker_s *w, int *root);
+SQ_INTERNAL struct sq_job_s *_sq_next_guard(struct sq_worker_s *self,
+		int *root);
+
+/* pool_monitor.c: jobs started so far; starting and kicking the monitor. */
+SQ_INTERNAL uint64_t _sq_pool_jobs_total(void);
+SQ_INTERNAL void _sq_monitor_ensure(void);
+SQ_INTERNAL void _sq_monitor_kick(void);
+
+#endif
