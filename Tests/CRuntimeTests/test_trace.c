@@ -218,6 +218,7 @@ check_file(const char *path)
 /* ---- The known program ------------------------------------------------------- */
 
 static sq_semaphore_t finished;
+static sq_semaphore_t members_go; /* the group's members wait for it */
 static uint64_t after_called_ns; /* CLOCK_MONOTONIC before sq_after_f */
 
 static void
@@ -241,7 +242,11 @@ source_handler(void *ctx)
 static void
 member_task(void *ctx)
 {
-	(void)ctx;
+	/* Still running when the notification is registered, so that the
+	 * last member's leave submits it (a member that ended first would
+	 * leave the caller to submit it at once). */
+	(void)sq_semaphore_wait(members_go, sq_time(SQ_TIME_NOW,
+			30 * NSEC_PER_SEC));
 }
 
 static void
@@ -302,6 +307,8 @@ run_known_program(void)
 	for (int i = 0; i < 2; i++)
 		sq_group_async_f(g, conc, NULL, member_task);
 	sq_group_notify_f(g, nq, NULL, notify_task);
+	sq_semaphore_signal(members_go);
+	sq_semaphore_signal(members_go);
 
 	/* A file bigger than the inline limit: read on an I/O thread. */
 	char path[256];
@@ -673,6 +680,7 @@ main(int argc, char **argv)
 	if (sq_trace_recording())
 		sq_trace_stop();
 	finished = sq_semaphore_create(0);
+	members_go = sq_semaphore_create(0);
 	test_errors();
 	test_known_program();
 	test_nothing_after_stop();
