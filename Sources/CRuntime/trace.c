@@ -153,18 +153,20 @@ SQ_SEMAPHORE(signal)
 
 /* ---- Records and rings ----------------------------------------------------- */
 
-static uint32_t _sq_trace_session; /* 0: not recording */
+/* The recording in progress, by number: each start takes the next, so a
+ * ring tagged with an older number is stale. 0: not recording. */
+static uint32_t _sq_trace_epoch;
 SQ_TLS int _sq_trace_role;
 SQ_TLS int _sq_trace_role_index;
 
 SQ_TLS uint32_t _sq_trace_inherited;
 SQ_TLS uint8_t _sq_trace_kind;
 /* The calling thread's ring; a thread without one points at this empty
- * ring, whose session is never recorded, so the hot path needs no NULL
+ * ring, whose epoch is never recorded, so the hot path needs no NULL
  * test. */
-#define SQ_TRACE_NO_SESSION UINT32_MAX
+#define SQ_TRACE_NO_EPOCH UINT32_MAX
 static struct sq_trace_buf_s _sq_trace_none = {
-	.session = SQ_TRACE_NO_SESSION,
+	.epoch = SQ_TRACE_NO_EPOCH,
 };
 static SQ_TLS struct sq_trace_buf_s *_sq_trace_self = &_sq_trace_none;
 
@@ -172,7 +174,7 @@ static struct {
 	pthread_mutex_t lock;   /* start, stop, the registry */
 	struct sq_trace_buf_s *bufs;
 	bool recording;
-	uint32_t sessions;      /* the last session number given */
+	uint32_t epochs;        /* the last recording number given */
 	int fd;
 	char path[PATH_MAX];
 	size_t ring_bytes;
@@ -186,8 +188,8 @@ static struct {
 	.fd = -1,
 };
 
-/* Whether timestamps are raw TSC readings (set before the first session,
- * read relaxed: the session's release store publishes it). */
+/* Whether timestamps are raw TSC readings (set before the first recording,
+ * read relaxed: the epoch's release store publishes it). */
 static bool _sq_trace_tsc;
 
 static inline uint64_t
@@ -289,19 +291,19 @@ _sq_trace_name_thread(struct sq_trace_buf_s *b)
 	b->sort = 5000;
 }
 
-/* Gives the calling thread a ring for `session` (its own one again, reset,
+/* Gives the calling thread a ring for `epoch` (its own one again, reset,
  * or a new one). NULL when the recording has stopped meanwhile or memory
  * ran out. */
 static SQ_NOINLINE struct sq_trace_buf_s *
-_sq_trace_attach(uint32_t session)
+_sq_trace_attach(uint32_t epoch)
 {
-	if (session == 0)
+	if (epoch == 0)
 		return NULL;
 	struct sq_trace_buf_s *b = _sq_trace_self;
 	if (b == &_sq_trace_none)
 		b = NULL;
 	pthread_mutex_lock(&_sq_trace.lock);
-	if (__atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE) != session) {
+	if (__atomic_load_n(&_sq_trace_epoch, __ATOMIC_ACQUIRE) != epoch) {
 		pthread_mutex_unlock(&_sq_trace.lock);
 		return NULL;
 	}
@@ -336,25 +338,25 @@ _sq_trace_attach(uint32_t session)
 		b->mask = bytes / sizeof(struct sq_trace_rec_s) - 1;
 	}
 	_sq_trace_name_thread(b);
-	/* The count first, then the session (release): a writer that sees
-	 * the session sees the count from it on. */
+	/* The count first, then the epoch (release): a writer that sees
+	 * the epoch sees the count from it on. */
 	__atomic_store_n(&b->head, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&b->session, session, __ATOMIC_RELEASE);
+	__atomic_store_n(&b->epoch, epoch, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&_sq_trace.lock);
 	return b;
 }
 
-/* The calling thread's ring for the current session, NULL when not
- * recording. Acquire: the session's state (clock choice, ring size) as
+/* The calling thread's ring for the current epoch, NULL when not
+ * recording. Acquire: the epoch's state (clock choice, ring size) as
  * start set it. One compare on the way: only a ring of the current
- * session has that session's number. */
+ * epoch has that epoch's number. */
 static inline struct sq_trace_buf_s *
 _sq_trace_ring(void)
 {
-	uint32_t session = __atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE);
+	uint32_t epoch = __atomic_load_n(&_sq_trace_epoch, __ATOMIC_ACQUIRE);
 	struct sq_trace_buf_s *b = _sq_trace_self;
-	if (SQ_UNLIKELY(b->session != session))
-		b = _sq_trace_attach(session);
+	if (SQ_UNLIKELY(b->epoch != epoch))
+		b = _sq_trace_attach(epoch);
 	return b;
 }
 
@@ -403,16 +405,16 @@ _sq_trace_put_slow(uint64_t word, uint64_t a, uint64_t x)
 		_sq_trace_append(b, _sq_trace_clock(), word, a, x);
 }
 
-/* Records one event. The usual case (a ring of this session, the TSC)
+/* Records one event. The usual case (a ring of this epoch, the TSC)
  * calls nothing, so the entry points need no stack frame; the rest is a
  * tail call. */
 static inline void
 _sq_trace_put(uint64_t word, uint64_t a, uint64_t x)
 {
 #if defined(__x86_64__)
-	uint32_t session = __atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE);
+	uint32_t epoch = __atomic_load_n(&_sq_trace_epoch, __ATOMIC_ACQUIRE);
 	struct sq_trace_buf_s *b = _sq_trace_self;
-	if (SQ_LIKELY(b->session == session &&
+	if (SQ_LIKELY(b->epoch == epoch &&
 			__atomic_load_n(&_sq_trace_tsc, __ATOMIC_RELAXED))) {
 		_sq_trace_append(b, __rdtsc(), word, a, x);
 		return;
@@ -571,10 +573,10 @@ _sq_trace_submit(struct sq_queue_s *q, const void *func, unsigned kind)
 		return flow;
 	}
 #if defined(__x86_64__)
-	uint32_t session = __atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE);
+	uint32_t epoch = __atomic_load_n(&_sq_trace_epoch, __ATOMIC_ACQUIRE);
 	struct sq_trace_buf_s *b = _sq_trace_self;
 	uint32_t label = __atomic_load_n(&q->trace_label, __ATOMIC_RELAXED);
-	if (SQ_LIKELY(b->session == session && label != 0 &&
+	if (SQ_LIKELY(b->epoch == epoch && label != 0 &&
 			b->flow_next != b->flow_end && !_sq_trace_kind &&
 			__atomic_load_n(&_sq_trace_tsc, __ATOMIC_RELAXED))) {
 		flow = b->flow_next++;
@@ -695,9 +697,9 @@ _sq_trace_signal(int signo)
 	 * halfway through a record. */
 	if (_sq_trace_role != SQ_ROLE_SIGNALS)
 		return;
-	uint32_t session = __atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE);
+	uint32_t epoch = __atomic_load_n(&_sq_trace_epoch, __ATOMIC_ACQUIRE);
 	struct sq_trace_buf_s *b = _sq_trace_self;
-	if (session != 0 && b->session == session)
+	if (epoch != 0 && b->epoch == epoch)
 		_sq_trace_append(b, _sq_trace_clock(), _sq_trace_word(
 				SQ_REC_INSTANT, SQ_TRACE_SIGNAL, 0, 0),
 				(uint64_t)signo, 0);
@@ -972,12 +974,12 @@ sq_trace_start(const char *path)
 	if (_sq_trace.flow_counter == 0)
 		_sq_trace.flow_counter = SQ_TRACE_FLOW_BLOCK;
 	_sq_trace_clock_pair(&_sq_trace.raw0, &_sq_trace.ns0);
-	if (++_sq_trace.sessions >= SQ_TRACE_NO_SESSION)
-		_sq_trace.sessions = 1;
+	if (++_sq_trace.epochs >= SQ_TRACE_NO_EPOCH)
+		_sq_trace.epochs = 1;
 	_sq_trace.recording = true;
-	/* Release: a thread that sees the session sees the state above.
+	/* Release: a thread that sees the epoch sees the state above.
 	 * Then the points' word: they start calling the recorder. */
-	__atomic_store_n(&_sq_trace_session, _sq_trace.sessions,
+	__atomic_store_n(&_sq_trace_epoch, _sq_trace.epochs,
 			__ATOMIC_RELEASE);
 	__atomic_store_n(&_sq_observe.half.recording, 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&_sq_trace.lock);
@@ -993,11 +995,11 @@ sq_trace_stop(void)
 		errno = EINVAL;
 		return -1;
 	}
-	uint32_t session = _sq_trace.sessions;
+	uint32_t epoch = _sq_trace.epochs;
 	/* Seq-cst: every record begun after this sees the recording off;
 	 * at most one per thread was begun before (see the file comment). */
 	__atomic_store_n(&_sq_observe.half.recording, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&_sq_trace_session, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&_sq_trace_epoch, 0, __ATOMIC_SEQ_CST);
 	_sq_trace.recording = false;
 	uint64_t end_raw, end_ns;
 	_sq_trace_clock_pair(&end_raw, &end_ns);
@@ -1013,7 +1015,7 @@ sq_trace_stop(void)
 	struct sq_trace_json_s out = {
 		.fd = _sq_trace.fd,
 		.bufs = _sq_trace.bufs,
-		.session = session,
+		.epoch = epoch,
 		.raw0 = _sq_trace.raw0,
 		.ns0 = _sq_trace.ns0,
 		.end_raw = end_raw,
@@ -1052,7 +1054,7 @@ sq_trace_stop(void)
 bool
 sq_trace_recording(void)
 {
-	return __atomic_load_n(&_sq_trace_session, __ATOMIC_ACQUIRE) != 0;
+	return __atomic_load_n(&_sq_trace_epoch, __ATOMIC_ACQUIRE) != 0;
 }
 
 static void
@@ -1074,7 +1076,7 @@ _sq_trace_atfork_child(void)
 {
 	/* Only this thread exists: the rings and the registry are ours to
 	 * drop; the file is the parent's. */
-	_sq_trace_session = 0;
+	_sq_trace_epoch = 0;
 	_sq_observe.half.recording = 0;
 	_sq_trace.lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	_sq_trace.recording = false;

@@ -841,7 +841,7 @@ _sq_w_process_name(struct sq_writer_s *w)
 int
 _sq_trace_write_json(const struct sq_trace_json_s *in)
 {
-	uint32_t session = in->session;
+	uint32_t epoch = in->epoch;
 	uint64_t end_raw = in->end_raw, end_ns = in->end_ns;
 	int fd = dup(in->fd);
 	if (fd < 0)
@@ -870,10 +870,10 @@ _sq_trace_write_json(const struct sq_trace_json_s *in)
 	w.labels = in->labels;
 	w.label_queues = calloc(w.nlabels + 1, sizeof(*w.label_queues));
 
-	/* The session's rings. */
+	/* The epoch's rings. */
 	size_t total = 0;
 	for (const struct sq_trace_buf_s *b = in->bufs; b; b = b->next) {
-		if (__atomic_load_n(&b->session, __ATOMIC_ACQUIRE) != session ||
+		if (__atomic_load_n(&b->epoch, __ATOMIC_ACQUIRE) != epoch ||
 				b->recs == NULL)
 			continue;
 		uint64_t lo, hi;
@@ -893,7 +893,7 @@ _sq_trace_write_json(const struct sq_trace_json_s *in)
 		return ENOMEM;
 	}
 	for (const struct sq_trace_buf_s *b = in->bufs; b; b = b->next) {
-		if (b->session != session || b->recs == NULL)
+		if (b->epoch != epoch || b->recs == NULL)
 			continue;
 		uint64_t lo, hi;
 		_sq_w_range(b, &lo, &hi);
@@ -955,7 +955,7 @@ _sq_trace_write_json(const struct sq_trace_json_s *in)
 	fputs("{\"traceEvents\":[", f);
 	_sq_w_process_name(&w);
 	for (const struct sq_trace_buf_s *b = in->bufs; b; b = b->next) {
-		if (b->session != session || b->recs == NULL)
+		if (b->epoch != epoch || b->recs == NULL)
 			continue;
 		fprintf(f, ",\n{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":"
 				"\"thread_name\",\"args\":{\"name\":", w.pid,
@@ -966,7 +966,7 @@ _sq_trace_write_json(const struct sq_trace_json_s *in)
 				"%d}}", w.pid, (int)b->tid, b->sort);
 	}
 	for (const struct sq_trace_buf_s *b = in->bufs; b; b = b->next)
-		if (b->session == session && b->recs != NULL)
+		if (b->epoch == epoch && b->recs != NULL)
 			_sq_w_thread(&w, b, &flows);
 	_sq_w_depths(&w, &flows);
 	fprintf(f, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":"
