@@ -70,6 +70,10 @@ recording(bool on)
 		bench_timer_stop();
 		if (sq_trace_stop() != 0)
 			bench_fail("sq_trace_stop: %s", strerror(errno));
+		/* The file goes at once: its pages, never written back,
+		 * go with it. Kept, they were written to disk during the
+		 * rounds that followed, and took the CPU from them. */
+		unlink(trace_file);
 	}
 }
 

@@ -18,25 +18,36 @@
  * worker), before its function runs, so the function's own submissions
  * reuse a hot cache line. Producer / consumer patterns would leave every
  * producer allocating and every worker freeing: a worker whose cache is
- * full hands a batch to a global lock-free stack, where a thread whose
- * cache is empty takes it, so memory circulates in batches instead of going
- * through malloc and free one continuation at a time. Past a full cache,
- * frees build the next batch on a second chain: handing it over is one
- * push. (Splitting a batch off the cache walked 128 links, each a cache
- * miss once the lines had gone cold: 0.3% of a worker's time in short
- * bursts.)
+ * full fills a batch, and hands it to a global lock-free stack, where a
+ * thread whose cache is empty takes it, so memory circulates in batches
+ * instead of going through malloc and free one continuation at a time.
+ *
+ * A batch is an array of pointers, not a chain through the continuations:
+ * a chain makes every allocation from a batch load the continuation to
+ * find the next one, a miss each once the batch has gone cold (one that
+ * waited on the stack while a producer ran ahead of its consumers: the
+ * producer's submissions cost twice as much). From an array the taker
+ * reads pointers in sequence and fetches the continuations a few ahead,
+ * and the worker that fills a batch stores a pointer without touching the
+ * continuation.
  */
 #define SQ_CONT_CACHE_LIMIT 512
 #define SQ_CONT_BATCH 128
-/* A batch is a chain (job.link.next) of SQ_CONT_BATCH continuations; its
- * first one's `data` field is the link on the global stack. */
-#define SQ_CONT_BATCH_LINK offsetof(struct sq_cont_s, data)
+/* Continuations fetched ahead of the one a batch hands out. */
+#define SQ_CONT_PREFETCH 8
 
-static sq_lifo_t _sq_cont_batches = SQ_LIFO_INIT;
+struct sq_cont_batch_s {
+	sq_lifo_node_t link;     /* on _sq_cont_batches or _sq_cont_empties */
+	unsigned count;
+	struct sq_cont_s *conts[SQ_CONT_BATCH];
+};
+
+static sq_lifo_t _sq_cont_batches = SQ_LIFO_INIT; /* full batches */
+static sq_lifo_t _sq_cont_empties = SQ_LIFO_INIT; /* their empty arrays */
 static SQ_TLS struct sq_cont_s *_sq_cont_cache;
 static SQ_TLS unsigned _sq_cont_cache_count;
-static SQ_TLS struct sq_cont_s *_sq_cont_outgoing; /* the next batch */
-static SQ_TLS unsigned _sq_cont_outgoing_count;
+static SQ_TLS struct sq_cont_batch_s *_sq_cont_taking;   /* allocating from */
+static SQ_TLS struct sq_cont_batch_s *_sq_cont_outgoing; /* the next batch */
 
 static inline void _sq_cont_cache_register(void);
 
@@ -46,31 +57,71 @@ _sq_cont_next(struct sq_cont_s *c)
 	return (struct sq_cont_s *)c->job.link.next;
 }
 
-struct sq_cont_s *
-_sq_cont_alloc(void)
+static SQ_NOINLINE struct sq_cont_s *
+_sq_cont_alloc_batch(void)
 {
-	_sq_cont_cache_register(); /* so the cache is freed at thread exit */
-	struct sq_cont_s *c = _sq_cont_cache;
-	if (SQ_UNLIKELY(c == NULL) && _sq_cont_outgoing) {
+	struct sq_cont_batch_s *b = _sq_cont_taking;
+	if (b == NULL || b->count == 0) {
+		if (b != NULL)
+			sq_lifo_push(&_sq_cont_empties, b, 0);
 		/* Our own batch in the making, before anyone else's. */
-		c = _sq_cont_outgoing;
-		_sq_cont_cache_count = _sq_cont_outgoing_count;
-		_sq_cont_outgoing = NULL;
-		_sq_cont_outgoing_count = 0;
-	} else if (SQ_UNLIKELY(c == NULL)) {
-		c = sq_lifo_pop(&_sq_cont_batches, SQ_CONT_BATCH_LINK);
-		if (c == NULL) {
-			c = malloc(sizeof(*c));
+		b = _sq_cont_outgoing;
+		if (b != NULL && b->count > 0)
+			_sq_cont_outgoing = NULL;
+		else
+			b = sq_lifo_pop(&_sq_cont_batches, 0);
+		_sq_cont_taking = b;
+		if (b == NULL) {
+			struct sq_cont_s *c = malloc(sizeof(*c));
 			if (c == NULL)
 				_sq_client_crash("sq_async_f", "out of memory");
 			c->job.trace_flow = 0;
 			return c;
 		}
-		_sq_cont_cache_count = SQ_CONT_BATCH;
+		for (unsigned i = 1; i <= SQ_CONT_PREFETCH && i <= b->count; i++)
+			__builtin_prefetch(b->conts[b->count - i], 1, 3);
 	}
+	unsigned n = --b->count;
+	if (n >= SQ_CONT_PREFETCH)
+		__builtin_prefetch(b->conts[n - SQ_CONT_PREFETCH], 1, 3);
+	return b->conts[n];
+}
+
+struct sq_cont_s *
+_sq_cont_alloc(void)
+{
+	_sq_cont_cache_register(); /* so the cache is freed at thread exit */
+	struct sq_cont_s *c = _sq_cont_cache;
+	if (SQ_UNLIKELY(c == NULL))
+		return _sq_cont_alloc_batch();
 	_sq_cont_cache = _sq_cont_next(c);
 	_sq_cont_cache_count--;
 	return c;
+}
+
+static SQ_NOINLINE void
+_sq_cont_free_batch(struct sq_cont_s *c)
+{
+	struct sq_cont_batch_s *b = _sq_cont_outgoing;
+	if (SQ_UNLIKELY(b == NULL)) {
+		b = sq_lifo_pop(&_sq_cont_empties, 0);
+		if (b == NULL) {
+			b = malloc(sizeof(*b));
+			if (b == NULL) {
+				/* No array for a batch: the memory goes back
+				 * to malloc instead. */
+				free(c);
+				return;
+			}
+		}
+		b->count = 0;
+		_sq_cont_outgoing = b;
+	}
+	b->conts[b->count++] = c;
+	if (b->count == SQ_CONT_BATCH) {
+		sq_lifo_push(&_sq_cont_batches, b, 0);
+		_sq_cont_outgoing = NULL;
+	}
 }
 
 void
@@ -83,15 +134,7 @@ _sq_cont_free(struct sq_cont_s *c)
 		_sq_cont_cache_count++;
 		return;
 	}
-	/* Full: the batch in the making (its first link is NULL). */
-	c->job.link.next = (struct cds_wfcq_node *)_sq_cont_outgoing;
-	if (++_sq_cont_outgoing_count < SQ_CONT_BATCH) {
-		_sq_cont_outgoing = c;
-		return;
-	}
-	sq_lifo_push(&_sq_cont_batches, c, SQ_CONT_BATCH_LINK);
-	_sq_cont_outgoing = NULL;
-	_sq_cont_outgoing_count = 0;
+	_sq_cont_free_batch(c);
 }
 
 /* Thread exit: give the cached continuations back to malloc (a key
@@ -102,19 +145,25 @@ static sq_once_t _sq_cont_cache_key_once;
 static void
 _sq_cont_cache_destroy(void *unused)
 {
-	struct sq_cont_s *lists[2] = { _sq_cont_cache, _sq_cont_outgoing };
+	for (struct sq_cont_s *c = _sq_cont_cache; c != NULL;) {
+		struct sq_cont_s *next = _sq_cont_next(c);
+		free(c);
+		c = next;
+	}
+	struct sq_cont_batch_s *batches[2] = { _sq_cont_taking,
+			_sq_cont_outgoing };
 	for (int i = 0; i < 2; i++) {
-		struct sq_cont_s *c = lists[i];
-		while (c) {
-			struct sq_cont_s *next = _sq_cont_next(c);
-			free(c);
-			c = next;
-		}
+		struct sq_cont_batch_s *b = batches[i];
+		if (b == NULL)
+			continue;
+		for (unsigned j = 0; j < b->count; j++)
+			free(b->conts[j]);
+		free(b);
 	}
 	_sq_cont_cache = NULL;
 	_sq_cont_cache_count = 0;
+	_sq_cont_taking = NULL;
 	_sq_cont_outgoing = NULL;
-	_sq_cont_outgoing_count = 0;
 }
 
 static void

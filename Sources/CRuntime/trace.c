@@ -314,7 +314,12 @@ _sq_trace_attach(uint32_t epoch)
 		b->bytes = 0;
 	}
 	if (b == NULL) {
-		b = calloc(1, sizeof(*b));
+		/* Lines of its own: the owner stores its count in it at
+		 * every record, and a neighbour's records next to it in the
+		 * same line would move the line between CPUs each time. */
+		b = aligned_alloc(2 * SQ_CACHELINE, sizeof(*b));
+		if (b != NULL)
+			memset(b, 0, sizeof(*b));
 		if (b == NULL) {
 			pthread_mutex_unlock(&_sq_trace.lock);
 			return NULL;

@@ -214,7 +214,7 @@ struct sq_trace_buf_s {
 	int sort;              /* the track's place */
 	char name[48];
 	struct sq_trace_buf_s *next; /* the registry, under its lock */
-};
+} __attribute__((aligned(2 * SQ_CACHELINE)));
 
 /* What trace_write.c needs to write one recording. */
 struct sq_trace_json_s {
