@@ -64,9 +64,10 @@ _sq_cont_alloc_batch(void)
 	if (b == NULL || b->count == 0) {
 		if (b != NULL)
 			sq_lifo_push(&_sq_cont_empties, b, 0);
-		/* Our own batch in the making, before anyone else's. */
+		/* Our own batch in the making (never empty), before anyone
+		 * else's. */
 		b = _sq_cont_outgoing;
-		if (b != NULL && b->count > 0)
+		if (b != NULL)
 			_sq_cont_outgoing = NULL;
 		else
 			b = sq_lifo_pop(&_sq_cont_batches, 0);

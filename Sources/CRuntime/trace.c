@@ -318,12 +318,11 @@ _sq_trace_attach(uint32_t epoch)
 		 * every record, and a neighbour's records next to it in the
 		 * same line would move the line between CPUs each time. */
 		b = aligned_alloc(2 * SQ_CACHELINE, sizeof(*b));
-		if (b != NULL)
-			memset(b, 0, sizeof(*b));
 		if (b == NULL) {
 			pthread_mutex_unlock(&_sq_trace.lock);
 			return NULL;
 		}
+		memset(b, 0, sizeof(*b));
 		b->next = _sq_trace.bufs;
 		_sq_trace.bufs = b;
 		pthread_setspecific(_sq_trace.key, b);

@@ -206,7 +206,7 @@ struct sq_trace_buf_s {
 	size_t bytes;          /* the ring's mapping */
 	uint64_t mask;         /* records - 1 (a power of two) */
 	uint64_t head;         /* records written: release store by the owner */
-	uint32_t epoch;      /* whose records these are: release by the owner */
+	uint32_t epoch;        /* whose records these are: release by the owner */
 	uint32_t flow_next;    /* the owner's block of flow ids */
 	uint32_t flow_end;
 	bool dead;             /* the owner exited (release) */
@@ -220,7 +220,7 @@ struct sq_trace_buf_s {
 struct sq_trace_json_s {
 	int fd;                          /* the trace file (duplicated) */
 	const struct sq_trace_buf_s *bufs; /* every ring (the registry) */
-	uint32_t epoch;                /* the recording's rings */
+	uint32_t epoch;                  /* the recording's rings */
 	uint64_t raw0, ns0;              /* raw clock and ns at the start */
 	uint64_t end_raw, end_ns;        /* and at the stop */
 	char *const *labels;             /* label number - 1 -> text */
