@@ -1283,10 +1283,12 @@ test_producer_consumer(void)
 /* Each round, the main thread submits CIRC_TASKS tasks that each take a
  * little time, so it runs ahead and the queue grows long; the worker that
  * runs them frees their continuations. Those must come back to the
- * producer (in batches): in use, the heap grows in the first round and
- * not in the rounds after. A round that malloc'd all of its continuations
- * afresh grows it by 48 bytes a task (about 9.6 MB here), and one that
- * lost batches grows it as much. */
+ * producer (in batches). The heap in use then grows only while the
+ * producer gets further ahead than in any round before: at most one
+ * round's worth of continuations is ever live or cached at once (48 bytes
+ * each, and a batch's pointer to it). Measured, that plateaus at 3-8 MB
+ * above the first round. A runtime that lost batches grows the heap by
+ * about 14 MB a round, 72 MB over the five rounds after the first. */
 #define CIRC_TASKS SQT_SCALE(200000, 20000)
 #define CIRC_ROUNDS 6
 
@@ -1331,10 +1333,11 @@ test_memory_circulates(void)
 	/* The sanitizers' allocators do not report to mallinfo2. */
 	if (!SQT_ASAN && !SQT_TSAN && after_first > 0) {
 		long grown = (long)last - (long)after_first;
-		if (grown > 2 * 1024 * 1024)
-			fprintf(stderr, "heap in use grew by %ld bytes over "
-					"%d rounds\n", grown, CIRC_ROUNDS - 1);
-		CHECK(grown <= 2 * 1024 * 1024);
+		long bound = (long)CIRC_TASKS * 64;
+		printf("circulation: heap in use grew by %ld bytes over %d "
+				"rounds (bound %ld)\n", grown, CIRC_ROUNDS - 1,
+				bound);
+		CHECK(grown <= bound);
 	}
 	sq_release(q);
 }
