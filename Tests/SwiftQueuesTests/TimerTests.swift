@@ -11,6 +11,7 @@ import Musl
 #endif
 import Testing
 import SwiftQueues
+import Synchronization
 
 @Suite struct TimerTests {
     // MARK: - asyncAfter
@@ -132,24 +133,32 @@ import SwiftQueues
 
     // MARK: - NSTimer examples
 
-    /// A repeating 0.1 s timer run for 1.05 s paints ~10 times;
-    /// the first fire comes after one interval, not at once.
+    /// A repeating 0.1 s timer run for 1.05 s paints ~10 times; the k-th
+    /// fire comes no sooner than k intervals after scheduling. A loaded
+    /// machine can delay a fire past the next one, and a late timer skips
+    /// what it missed (as `Timer` does), so fewer fires are allowed; a
+    /// timer that stopped re-arming fires once, and one that runs early
+    /// fails the spacing check.
     @Test func repeatingScheduledTimer() {
         let log = EventLog()
         let start = ContinuousClock.now
-        let firstAt = UnsafeBox<Double>(-1)
+        let fireTimes = Mutex<[Double]>([])
         let timer = RepeatingTimer.scheduled(
             interval: .milliseconds(100), queue: WorkQueue(label: "paint")
         ) { _ in
-            if firstAt.value < 0 { firstAt.value = millisecondsSince(start) }
+            let at = millisecondsSince(start)
+            fireTimes.withLock { $0.append(at) }
             log.log("Painting")
         }
         while millisecondsSince(start) < 1050 { sleepMilliseconds(5) }
         timer.invalidate()
         let lines = log.lines
-        #expect((9...11).contains(lines.count), "\(lines.count) fires")
+        #expect((5...11).contains(lines.count), "\(lines.count) fires")
         #expect(Set(lines) == ["Painting"])
-        #expect(firstAt.value >= 100)
+        let times = fireTimes.withLock { $0 }
+        for (k, at) in times.enumerated() {
+            #expect(at >= Double(k + 1) * 100, "fire \(k + 1) at \(at) ms")
+        }
     }
 
     /// Invalidated after its 3rd fire (twice: harmless), the timer
@@ -240,7 +249,9 @@ import SwiftQueues
         #expect(!timer.isValid)
     }
 
-    /// 0.25 s and 0.5 s intervals give about 4 and 2 fires a second.
+    /// 0.25 s and 0.5 s intervals give about 4 and 2 fires a second (in
+    /// 1.1 s: 4 and 2, one fewer each when a loaded machine delays a fire
+    /// past the next; never more).
     @Test func intervalGranularity() {
         let quarter = AtomicCounter()
         let half = AtomicCounter()
@@ -252,7 +263,7 @@ import SwiftQueues
         while millisecondsSince(start) < 1100 { sleepMilliseconds(5) }
         a.invalidate()
         b.invalidate()
-        #expect((3...5).contains(quarter.load()), "\(quarter.load())")
+        #expect((2...5).contains(quarter.load()), "\(quarter.load())")
         #expect((1...3).contains(half.load()), "\(half.load())")
     }
 
