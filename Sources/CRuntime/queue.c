@@ -440,9 +440,9 @@ static void _sq_sync_handoff(struct sq_cont_s *c);
 static void _sq_queue_drain_concurrent(struct sq_queue_s *q);
 
 /* Calls a continuation's function with its frame and, after, leaves its
- * group. Inlined twice: plain, and with the trace points for when they
- * are observed, so that one look at the points' word chooses, and the
- * plain run has no point in it. */
+ * group. Inlined twice: plain, and with the trace points and the
+ * watchdog's hook for when the points' word is not 0, so that one look at
+ * the word chooses, and the plain run has neither in it. */
 SQ_INLINE void
 _sq_cont_call(struct sq_cont_s *c, struct sq_queue_s *q, uint32_t flags,
 		bool observed)
@@ -457,15 +457,21 @@ _sq_cont_call(struct sq_cont_s *c, struct sq_queue_s *q, uint32_t flags,
 	sq_function_t func = c->func;
 	void *ctx = c->ctx;
 	void *group = c->data;
-	if (observed)
+	/* Observed: the watchdog's look is in _sq_task_run, the trace
+	 * points are taken only for a probe or a recording. */
+	bool traced = observed && SQ_OBSERVED();
+	if (traced)
 		SQ_OBS_CONT_BEGIN(c);
 	_sq_cont_free(c);
-	_sq_task_run(func, ctx);
+	if (observed)
+		_sq_task_run(func, ctx);
+	else
+		SQ_TASK_RUN_UNOBSERVED(func, ctx);
 	if (own_frame)
 		_sq_frame_pop(&frame);
 	if (flags & SQ_CONT_GROUP)
 		_sq_group_leave(group);
-	if (observed)
+	if (traced)
 		SQ_OBS_TASK_END(q);
 }
 
@@ -485,7 +491,7 @@ _sq_cont_invoke(struct sq_cont_s *c)
 
 	if (flags & SQ_CONT_SYNC)
 		_sq_sync_handoff(c);
-	else if (SQ_OBSERVED())
+	else if (SQ_OBSERVED_RUN())
 		_sq_cont_call_observed(c, q, flags);
 	else
 		_sq_cont_call(c, q, flags, false);

@@ -167,7 +167,6 @@ SQ_INTERNAL void _sq_queue_inspect_pause(struct sq_queue_s *q);
  * queue, which queue its sq_sync waits for. Without it, a hook is one load
  * of a flag that never changes once the pool has started, and a branch.
  */
-SQ_INTERNAL extern bool _sq_watchdog_on;
 SQ_INTERNAL void _sq_watch_task_run(sq_function_t func, void *ctx);
 SQ_INTERNAL void _sq_watch_wait_begin(struct sq_queue_s *q);
 SQ_INTERNAL void _sq_watch_wait_end(void);
@@ -175,12 +174,29 @@ SQ_INTERNAL void _sq_watch_wait_end(void);
  * queue): wakes the watchdog if it sleeps until a task starts. */
 SQ_INTERNAL void _sq_watch_work_queued(void);
 
+/* The word every observation point looks at (trace_internal.h): its low
+ * half is the USDT probes' semaphore, then a byte that is 1 while a trace
+ * is recorded and one that is 1 while the watchdog watches tasks. One
+ * word, so that a point with nothing observing makes one compare for all
+ * three (a sync on an idle queue looked at two flags). */
+union sq_observe_u {
+	uint32_t word;
+	struct {
+		uint16_t probes;    /* the USDT semaphore (offset 0) */
+		uint8_t recording;  /* 1 while a trace is recorded */
+		uint8_t watching;   /* 1 while the watchdog watches tasks */
+	} half;
+};
+
+SQ_INTERNAL extern union sq_observe_u _sq_observe;
+
 /* Relaxed: the flag is set once, before the watchdog looks at anything;
  * a task that starts before it is simply not watched. */
 SQ_INLINE bool
 _sq_watching(void)
 {
-	return SQ_UNLIKELY(__atomic_load_n(&_sq_watchdog_on, __ATOMIC_RELAXED));
+	return SQ_UNLIKELY(__atomic_load_n(&_sq_observe.half.watching,
+			__ATOMIC_RELAXED) != 0);
 }
 
 /* Runs a task (the function of a continuation, of a sync, of an in-place

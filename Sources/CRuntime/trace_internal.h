@@ -12,8 +12,10 @@
  *
  * Every point first compares one word with zero, `_sq_observe`: its low
  * half is the probes' USDT semaphore (the kernel adds one to it for each
- * probe a tracer attaches, and takes it back when the tracer goes), its
- * high half is 1 while a trace is recorded. Off (no tracer, no recording),
+ * probe a tracer attaches, and takes it back when the tracer goes), then
+ * a byte that is 1 while a trace is recorded and one that is 1 while the
+ * watchdog watches tasks (only the points that call a task's function
+ * look at that one). Off (no tracer, no recording),
  * a point costs that compare and a jump predicted not taken; the probes,
  * their arguments and the recording are all in functions of trace.c that
  * only that jump reaches. -DSQ_NO_TRACE removes the points, for measuring
@@ -65,26 +67,37 @@ enum sq_trace_instant {
 
 /* ---- The word every point looks at ----------------------------------------- */
 
-union sq_observe_u {
-	uint32_t word;
-	struct {
-		uint16_t probes;    /* the USDT semaphore (offset 0) */
-		uint16_t recording; /* 1 while a trace is recorded */
-	} half;
-};
-
-SQ_INTERNAL extern union sq_observe_u _sq_observe;
-
-/* A relaxed look: a point that misses a change by a moment only misses an
+/* The word itself is in queue_internal.h, with the watchdog's byte.
+ * SQ_OBSERVED(): a probe is attached or a trace recorded. SQ_OBSERVED_RUN(),
+ * at the points where a task's function is called: that, or the watchdog
+ * watches, so that the plain path calls the function with no other look
+ * (the watchdog's hook is in the observed path). The other points leave
+ * the watchdog's byte out, so that it sends no submission down their slow
+ * paths.
+ *
+ * A relaxed look: a point that misses a change by a moment only misses an
  * event or two at the start or end of a recording. The recorder loads the
  * epoch again, with acquire, before it touches a ring. */
+/* Probes and recording: the word's low three bytes (x86 is little-endian). */
+#define SQ_OBSERVE_NOT_WATCHING 0x00ffffffu
 #ifdef SQ_NO_TRACE
 #define SQ_OBSERVED() 0
+#define SQ_OBSERVED_RUN() 0
 #elif defined(__x86_64__) && !defined(SQ_TSAN)
-/* One compare of memory with 0 and a jump (x86 loads are atomic), where
- * the compiler would load, test and jump. */
+/* One test of memory and a jump (x86 loads are atomic), where the
+ * compiler would load, test and jump. */
 SQ_INLINE bool
 _sq_observed(void)
+{
+	__asm__ goto("testl %0, %1\n\tjne %l[on]"
+			: : "i"(SQ_OBSERVE_NOT_WATCHING), "m"(_sq_observe.word)
+			: "cc" : on);
+	return false;
+on:
+	return true;
+}
+SQ_INLINE bool
+_sq_observed_run(void)
 {
 	__asm__ goto("cmpl $0, %0\n\tjne %l[on]"
 			: : "m"(_sq_observe.word) : "cc" : on);
@@ -93,15 +106,24 @@ on:
 	return true;
 }
 #define SQ_OBSERVED() _sq_observed()
+#define SQ_OBSERVED_RUN() _sq_observed_run()
 #elif defined(SQ_TSAN)
-/* Each half as the atomic it is written as (the kernel's writes to the
+/* Each part as the atomic it is written as (the kernel's writes to the
  * probes' half are not seen by the sanitizer). */
 #define SQ_OBSERVED()                                                          \
 	SQ_UNLIKELY((__atomic_load_n(&_sq_observe.half.recording,              \
 			__ATOMIC_RELAXED) | __atomic_load_n(                   \
 			&_sq_observe.half.probes, __ATOMIC_RELAXED)) != 0)
+#define SQ_OBSERVED_RUN()                                                      \
+	(SQ_OBSERVED() || SQ_UNLIKELY(__atomic_load_n(                         \
+			&_sq_observe.half.watching, __ATOMIC_RELAXED) != 0))
 #else
+/* The mask as the word holds it, whatever the byte order. */
 #define SQ_OBSERVED()                                                          \
+	SQ_UNLIKELY((__atomic_load_n(&_sq_observe.word, __ATOMIC_RELAXED) &    \
+			((union sq_observe_u){ .half = { 0xffff, 0xff, 0 } })  \
+			.word) != 0)
+#define SQ_OBSERVED_RUN()                                                      \
 	SQ_UNLIKELY(__atomic_load_n(&_sq_observe.word, __ATOMIC_RELAXED) != 0)
 #endif
 
@@ -289,11 +311,18 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
  * either way. */
 #define SQ_TRACE_SYNC_CALL(q, func, ctx)                                       \
 	do {                                                                   \
-		if (SQ_OBSERVED())                                             \
+		if (!SQ_OBSERVED_RUN()) /* the watchdog neither */            \
+			(func)(ctx);                                           \
+		else if (SQ_OBSERVED())                                        \
 			_sq_obs_sync_call((q), (func), (ctx));                 \
 		else                                                           \
 			_sq_task_run((func), (ctx));                           \
 	} while (0)
+
+/* Calls a task's function where SQ_OBSERVED_RUN() was 0 a moment before:
+ * the watchdog (whose byte is in that word) was off too, so nothing is
+ * looked at again. */
+#define SQ_TASK_RUN_UNOBSERVED(func, ctx) ((func)(ctx))
 
 /* A Swift job runs (its task id and priority are read when observed). */
 #define SQ_TRACE_SWIFT_JOB_BEGIN(job)                                          \
@@ -408,7 +437,8 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 #define SQ_OBS_TASK_END(q) ((void)0)
 #define SQ_TRACE_TASK_BEGIN(flow, q, func, key) ((void)0)
 #define SQ_TRACE_TASK_END(q) ((void)0)
-#define SQ_TRACE_SYNC_CALL(q, func, ctx) ((func)(ctx))
+#define SQ_TRACE_SYNC_CALL(q, func, ctx) _sq_task_run((func), (ctx))
+#define SQ_TASK_RUN_UNOBSERVED(func, ctx) _sq_task_run((func), (ctx))
 #define SQ_TRACE_SWIFT_JOB_BEGIN(job) ((void)0)
 #define SQ_TRACE_SWIFT_JOB_END(job) ((void)0)
 #define SQ_TRACE_HANDLER_BEGIN(s, handler, func) ((void)0)

@@ -37,8 +37,9 @@
  * only compiler ordering on the task's side: either the look sees the
  * task, or the task sees `deep`. Work queued on the main queue starts no
  * task until the main thread drains it, so its wake-up kicks too. Without membarrier(2) the thread never
- * sleeps that deep and ticks every n ms. With the watchdog off, a task
- * pays one load of `_sq_watchdog_on` and a branch at its start and end.
+ * sleeps that deep and ticks every n ms. The watchdog's flag is a byte of
+ * the word the observation points look at (queue_internal.h): with it
+ * off, a task pays nothing beyond the look its run's point makes anyway.
  */
 #include "event_internal.h"
 #include "introspect_internal.h"
@@ -60,7 +61,6 @@
 #define SQ_WATCH_KICK 0x1u      /* a task started while it slept deep */
 #define SQ_WATCH_SNAPSHOT 0x2u  /* SQ_SNAPSHOT_SIGNAL arrived */
 
-bool _sq_watchdog_on;
 int _sq_snapshot_signo;
 
 struct sq_watch_rec_s {
@@ -680,7 +680,8 @@ _sq_watch_start_once(void *unused)
 	}
 	/* Relaxed: tasks begin being watched from some point on. */
 	if (_sq_watch.ms)
-		__atomic_store_n(&_sq_watchdog_on, true, __ATOMIC_RELAXED);
+		__atomic_store_n(&_sq_observe.half.watching, 1,
+				__ATOMIC_RELAXED);
 }
 
 void
@@ -710,7 +711,7 @@ _sq_watchdog_signal(void)
 uint32_t
 _sq_watchdog_ms(void)
 {
-	return __atomic_load_n(&_sq_watchdog_on, __ATOMIC_RELAXED) ?
+	return _sq_watching() ?
 			_sq_watch.ms : 0;
 }
 
@@ -809,6 +810,6 @@ _sq_watchdog_atfork_child(void)
 	_sq_watch.signal_source = NULL;
 	memset(_sq_watch.root_since, 0, sizeof(_sq_watch.root_since));
 	_sq_snapshot_signo = 0;
-	_sq_watchdog_on = false;
+	_sq_observe.half.watching = 0;
 	_sq_watch_once = 0;
 }

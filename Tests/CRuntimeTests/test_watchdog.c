@@ -228,6 +228,54 @@ test_main_and_global(void)
 
 /* ---- In a child of fork() ------------------------------------------------------ */
 
+/* Whether every thread of the process but the caller sleeps (state S in
+ * /proc/self/task/<tid>/stat). */
+static bool
+threads_asleep(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (d == NULL)
+		return true;
+	bool asleep = true;
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	struct dirent *e;
+	while (asleep && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.' || atoi(e->d_name) == self)
+			continue;
+		char path[300], buf[512];
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat",
+				e->d_name);
+		FILE *f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		const char *paren = strrchr(buf, ')');
+		if (paren && paren[1] == ' ' && paren[2] != 'S')
+			asleep = false;
+	}
+	closedir(d);
+	return asleep;
+}
+
+/* Before the fork, every other thread sleeps (the pool's workers, the
+ * monitor, the watchdog), three looks in a row. GCC 12's
+ * AddressSanitizer takes no lock of its allocator around fork (LLVM's
+ * does since version 18): a thread that allocates or frees at that
+ * moment, as one does while it starts, leaves a lock of the allocator
+ * held in the child, whose new threads then wait on it for ever. glibc's
+ * malloc takes its locks around fork and needs no such wait. */
+static void
+wait_threads_asleep(void)
+{
+	int quiet = 0;
+	for (int i = 0; i < 2000 && quiet < 3; i++) {
+		quiet = threads_asleep() ? quiet + 1 : 0;
+		sleep_ms(1);
+	}
+}
+
 /* The watchdog runs (started at load), then the process forks: the child
  * gets a watchdog of its own with its pool. */
 static void
@@ -237,6 +285,7 @@ forked(void *unused)
 	sq_sync_f(q, NULL, nothing);
 	sq_async_f(q, NULL, nothing);
 	sq_sync_f(q, NULL, nothing);
+	wait_threads_asleep();
 	pid_t pid = fork();
 	if (pid == 0) {
 		sq_queue_t c = sq_queue_create("com.example.forked", NULL);
