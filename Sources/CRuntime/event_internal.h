@@ -189,6 +189,18 @@ struct sq_source_s {
 /* Runs a source's pending commands (loop thread). */
 SQ_INTERNAL void _sq_source_run_commands(struct sq_source_s *s);
 
+/* Folds an event into a source's pending word and wakes its delivery
+ * (any thread). */
+SQ_INTERNAL void _sq_source_merge(struct sq_source_s *s, uintptr_t value);
+
+/* Vnode sources (source_vnode.c). The open: 0 or the errno (EMFILE,
+ * ENFILE, inotify's per-user limit), any thread. Registering and
+ * unregistering: loop thread. */
+SQ_INTERNAL int _sq_inotify_open(void);
+SQ_INTERNAL void _sq_vnode_register(struct sq_source_s *s);
+SQ_INTERNAL void _sq_vnode_unregister(struct sq_source_s *s);
+SQ_INTERNAL void _sq_vnode_atfork_child(void);
+
 /* Hands the deliveries counted by the signal handler to the signal
  * sources (loop thread). */
 SQ_INTERNAL void _sq_signals_drain(void);
@@ -197,7 +209,7 @@ SQ_INTERNAL void _sq_signals_drain(void);
  * runtime caught and forgets the watcher thread (source.c). */
 SQ_INTERNAL void _sq_signals_atfork_child(void);
 /* fork child: forgets the parent's descriptor and inotify registrations
- * (source.c) and the event loop, its timers and sq_after entries
+ * (source.c, source_vnode.c) and the event loop, its timers and sq_after entries
  * (event.c). */
 SQ_INTERNAL void _sq_sources_atfork_child(void);
 SQ_INTERNAL void _sq_loop_atfork_child(void);
