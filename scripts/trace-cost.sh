@@ -33,7 +33,9 @@ done
 # One run: prints "name<TAB>instructions" per dump.
 run() {
 	rm -f "$out"/callgrind.out.*
-	SQ_WORKERS=1 valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out.%p" \
+	# shellcheck disable=SC2086 # VG_EXTRA is a list of options
+	SQ_WORKERS=1 valgrind --tool=callgrind ${VG_EXTRA:-} \
+		--callgrind-out-file="$out/callgrind.out.%p" \
 		"$@" >/dev/null 2>&1
 	for f in "$out"/callgrind.out.*; do
 		name=$(sed -n 's/^desc: Trigger: Client Request: //p' "$f")
@@ -50,9 +52,23 @@ best() {
 		awk -F '\t' '!($1 in m) || $2 < m[$1] { m[$1] = $2 }
 			END { for (k in m) printf "%s\t%s\n", k, m[k] }' | sort
 }
-best "$out/trace_cost-notrace" > "$out/notrace.tsv"
-best "$out/trace_cost-traced" > "$out/off.tsv"
-best "$out/trace_cost-traced" --record > "$out/on.tsv"
+# The source row again, counted only inside the merge and the handler's
+# queue drain: the rest of its loop waits for the worker to park.
+SOURCE_ROW="source merge + handler"
+TOGGLES="--collect-atstart=no --toggle-collect=sq_source_merge_data --toggle-collect=_sq_queue_drain"
+measure() {
+	dest=$1
+	shift
+	VG_EXTRA=
+	best "$@" | grep -v "^$SOURCE_ROW" > "$dest"
+	VG_EXTRA=$TOGGLES
+	best "$@" | grep "^$SOURCE_ROW" >> "$dest"
+	VG_EXTRA=
+	sort -o "$dest" "$dest"
+}
+measure "$out/notrace.tsv" "$out/trace_cost-notrace"
+measure "$out/off.tsv" "$out/trace_cost-traced"
+measure "$out/on.tsv" "$out/trace_cost-traced" --record
 
 printf '%-36s %12s %12s %8s %12s %9s\n' "instructions per operation" \
 	"no points" "not recording" "added" "recording" "added"

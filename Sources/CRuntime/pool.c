@@ -565,11 +565,13 @@ _sq_worker_wake(struct sq_worker_s *w)
 {
 	w->searching = true;
 	__atomic_add_fetch(&_sq_pool.wakeups, 1, __ATOMIC_RELAXED);
+	/* Recorded before the futex call, which would otherwise make the
+	 * point keep w in a register of its own across it. */
+	SQ_POOL_EVENT(SQ_TRACE_WAKE, w, 0);
 	SQ_CHAOS_POINT();
 	/* Release: the worker sees `searching` before it runs. */
 	__atomic_store_n(&w->parked, 0, __ATOMIC_RELEASE);
 	_sq_futex_wake(&w->parked, 1);
-	SQ_POOL_EVENT(SQ_TRACE_WAKE, w, 0);
 }
 
 /* Wakes the slots' guard if it naps (pool_slot.c, "Guarding next-job

@@ -191,16 +191,29 @@ _sq_source_handler_put(struct sq_source_s *s, struct sq_source_handler_s *h)
 	}
 }
 
+static SQ_NOINLINE void
+_sq_source_call_observed(struct sq_source_s *s, int kind,
+		struct sq_source_handler_s *h, void *ctx)
+{
+	SQ_OBS_HANDLER_BEGIN(s, (unsigned)kind, h->func);
+	h->func(ctx);
+	SQ_OBS_HANDLER_END(s);
+}
+
 static void
 _sq_source_call(struct sq_source_s *s, int kind)
 {
 	struct sq_source_handler_s *h = _sq_source_handler_get(s, kind);
 	if (h == NULL)
 		return;
-	SQ_TRACE_HANDLER_BEGIN(s, (unsigned)kind, h->func);
-	h->func(h->ctx ? h->ctx : __atomic_load_n(&s->obj.context,
-			__ATOMIC_ACQUIRE));
-	SQ_TRACE_HANDLER_END(s);
+	void *ctx = h->ctx ? h->ctx : __atomic_load_n(&s->obj.context,
+			__ATOMIC_ACQUIRE);
+	/* One look at the trace points' word for both ends; the observed
+	 * call is out of line, so the plain one keeps no more registers. */
+	if (SQ_OBSERVED())
+		_sq_source_call_observed(s, kind, h, ctx);
+	else
+		h->func(ctx);
 	_sq_source_handler_put(s, h);
 }
 
@@ -361,11 +374,10 @@ _sq_source_invoke(void *ctx)
 	_sq_release_internal(s);
 }
 
-/* Folds an event into the pending word (any thread). */
-void
-_sq_source_merge(struct sq_source_s *s, uintptr_t value)
+/* Folds an event into the pending word. */
+SQ_INLINE void
+_sq_source_fold(struct sq_source_s *s, uintptr_t value)
 {
-	SQ_TRACE_EVENT_BEGIN(s, value);
 	switch (s->type->kind) {
 	case SQ_SOURCE_DATA_ADD:
 	case SQ_SOURCE_SIGNAL:
@@ -379,8 +391,29 @@ _sq_source_merge(struct sq_source_s *s, uintptr_t value)
 		__atomic_or_fetch(&s->pending, value, __ATOMIC_SEQ_CST);
 		break;
 	}
+}
+
+static SQ_NOINLINE void
+_sq_source_merge_observed(struct sq_source_s *s, uintptr_t value)
+{
+	SQ_OBS_EVENT_BEGIN(s, value);
+	_sq_source_fold(s, value);
 	_sq_source_wakeup(s);
-	SQ_TRACE_EVENT_END();
+	SQ_OBS_EVENT_END();
+}
+
+/* Folds an event into the pending word and wakes the delivery (any
+ * thread). One look at the trace points' word for both ends of the
+ * event's slice. */
+void
+_sq_source_merge(struct sq_source_s *s, uintptr_t value)
+{
+	if (SQ_OBSERVED()) {
+		_sq_source_merge_observed(s, value);
+		return;
+	}
+	_sq_source_fold(s, value);
+	_sq_source_wakeup(s);
 }
 
 /* ---- Loop side: descriptors, processes -------------------------------- */

@@ -341,16 +341,20 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 #define SQ_TRACE_HANDLER_BEGIN(s, handler, func)                               \
 	do {                                                                   \
 		if (SQ_OBSERVED())                                             \
-			_sq_obs_handler_begin((s)->type->kind,                 \
-					(s)->type->name, (s)->handle,          \
-					(handler), (const void *)(func));      \
+			SQ_OBS_HANDLER_BEGIN(s, handler, func);                \
 	} while (0)
 
 #define SQ_TRACE_HANDLER_END(s)                                                \
 	do {                                                                   \
 		if (SQ_OBSERVED())                                             \
-			_sq_obs_handler_end((s)->type->name, (s)->handle);     \
+			SQ_OBS_HANDLER_END(s);                                 \
 	} while (0)
+
+/* The same without the look, for a path that looked once for both. */
+#define SQ_OBS_HANDLER_BEGIN(s, handler, func)                                 \
+	_sq_obs_handler_begin((s)->type->kind, (s)->type->name, (s)->handle,   \
+			(handler), (const void *)(func))
+#define SQ_OBS_HANDLER_END(s) _sq_obs_handler_end((s)->type->name, (s)->handle)
 
 /* An I/O handler function is called for a channel on descriptor fd. */
 #define SQ_TRACE_IO_HANDLER_BEGIN(fd, func)                                    \
@@ -370,15 +374,20 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 #define SQ_TRACE_EVENT_BEGIN(s, value)                                         \
 	do {                                                                   \
 		if (SQ_OBSERVED())                                             \
-			_sq_obs_event_begin((s)->type->kind, (s)->type->name,  \
-					(s)->handle, (value));                 \
+			SQ_OBS_EVENT_BEGIN(s, value);                          \
 	} while (0)
 
 #define SQ_TRACE_EVENT_END()                                                   \
 	do {                                                                   \
 		if (SQ_OBSERVED())                                             \
-			_sq_obs_end(SQ_TRACE_EVENT);                           \
+			SQ_OBS_EVENT_END();                                    \
 	} while (0)
+
+/* The same without the look, for a path that looked once for both. */
+#define SQ_OBS_EVENT_BEGIN(s, value)                                           \
+	_sq_obs_event_begin((s)->type->kind, (s)->type->name, (s)->handle,     \
+			(value))
+#define SQ_OBS_EVENT_END() _sq_obs_end(SQ_TRACE_EVENT)
 
 /* Timer entry t fires on the loop (`now` on its clock). */
 #define SQ_TRACE_TIMER_BEGIN(t, now, after)                                    \
@@ -443,10 +452,14 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 #define SQ_TRACE_SWIFT_JOB_END(job) ((void)0)
 #define SQ_TRACE_HANDLER_BEGIN(s, handler, func) ((void)0)
 #define SQ_TRACE_HANDLER_END(s) ((void)0)
+#define SQ_OBS_HANDLER_BEGIN(s, handler, func) ((void)0)
+#define SQ_OBS_HANDLER_END(s) ((void)0)
 #define SQ_TRACE_IO_HANDLER_BEGIN(fd, func) ((void)0)
 #define SQ_TRACE_IO_HANDLER_END(fd) ((void)0)
 #define SQ_TRACE_EVENT_BEGIN(s, value) ((void)0)
 #define SQ_TRACE_EVENT_END() ((void)0)
+#define SQ_OBS_EVENT_BEGIN(s, value) ((void)0)
+#define SQ_OBS_EVENT_END() ((void)0)
 #define SQ_TRACE_TIMER_BEGIN(t, now, after) ((void)0)
 #define SQ_TRACE_TIMER_END() ((void)0)
 #define SQ_TRACE_IO_BEGIN(flow, fd, write, length) ((void)0)
