@@ -209,8 +209,8 @@ SQ_INTERNAL void _sq_signals_drain(void);
  * runtime caught and forgets the watcher thread (source.c). */
 SQ_INTERNAL void _sq_signals_atfork_child(void);
 /* fork child: forgets the parent's descriptor and inotify registrations
- * (source.c, source_vnode.c) and the event loop, its timers and sq_after entries
- * (event.c). */
+ * (source.c, source_vnode.c) and the event loop, its timers and sq_after
+ * entries (event.c). */
 SQ_INTERNAL void _sq_sources_atfork_child(void);
 SQ_INTERNAL void _sq_loop_atfork_child(void);
 

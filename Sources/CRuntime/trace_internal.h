@@ -337,20 +337,9 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 			_sq_obs_swift_job_end(job);                            \
 	} while (0)
 
-/* A source's handler (0 event, 1 cancel, 2 registration) starts / ends. */
-#define SQ_TRACE_HANDLER_BEGIN(s, handler, func)                               \
-	do {                                                                   \
-		if (SQ_OBSERVED())                                             \
-			SQ_OBS_HANDLER_BEGIN(s, handler, func);                \
-	} while (0)
-
-#define SQ_TRACE_HANDLER_END(s)                                                \
-	do {                                                                   \
-		if (SQ_OBSERVED())                                             \
-			SQ_OBS_HANDLER_END(s);                                 \
-	} while (0)
-
-/* The same without the look, for a path that looked once for both. */
+/* A source's handler (0 event, 1 cancel, 2 registration) starts / ends.
+ * Without a look of their own: the caller looks once for both ends and
+ * takes an out-of-line copy when observed (source.c). */
 #define SQ_OBS_HANDLER_BEGIN(s, handler, func)                                 \
 	_sq_obs_handler_begin((s)->type->kind, (s)->type->name, (s)->handle,   \
 			(handler), (const void *)(func))
@@ -370,20 +359,8 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 			_sq_obs_handler_end("I/O", (uintptr_t)(fd));           \
 	} while (0)
 
-/* An event (value) is folded into source s. */
-#define SQ_TRACE_EVENT_BEGIN(s, value)                                         \
-	do {                                                                   \
-		if (SQ_OBSERVED())                                             \
-			SQ_OBS_EVENT_BEGIN(s, value);                          \
-	} while (0)
-
-#define SQ_TRACE_EVENT_END()                                                   \
-	do {                                                                   \
-		if (SQ_OBSERVED())                                             \
-			SQ_OBS_EVENT_END();                                    \
-	} while (0)
-
-/* The same without the look, for a path that looked once for both. */
+/* An event (value) is folded into source s: as for a handler, the caller
+ * looks once for both ends (source.c). */
 #define SQ_OBS_EVENT_BEGIN(s, value)                                           \
 	_sq_obs_event_begin((s)->type->kind, (s)->type->name, (s)->handle,     \
 			(value))
@@ -450,14 +427,10 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 #define SQ_TASK_RUN_UNOBSERVED(func, ctx) _sq_task_run((func), (ctx))
 #define SQ_TRACE_SWIFT_JOB_BEGIN(job) ((void)0)
 #define SQ_TRACE_SWIFT_JOB_END(job) ((void)0)
-#define SQ_TRACE_HANDLER_BEGIN(s, handler, func) ((void)0)
-#define SQ_TRACE_HANDLER_END(s) ((void)0)
 #define SQ_OBS_HANDLER_BEGIN(s, handler, func) ((void)0)
 #define SQ_OBS_HANDLER_END(s) ((void)0)
 #define SQ_TRACE_IO_HANDLER_BEGIN(fd, func) ((void)0)
 #define SQ_TRACE_IO_HANDLER_END(fd) ((void)0)
-#define SQ_TRACE_EVENT_BEGIN(s, value) ((void)0)
-#define SQ_TRACE_EVENT_END() ((void)0)
 #define SQ_OBS_EVENT_BEGIN(s, value) ((void)0)
 #define SQ_OBS_EVENT_END() ((void)0)
 #define SQ_TRACE_TIMER_BEGIN(t, now, after) ((void)0)
