@@ -549,7 +549,12 @@ _sq_watch_main(void *unused)
 	if (_sq_watch.signo)
 		_sq_watch_arm_signal(_sq_watch.signo);
 	uint64_t period = (uint64_t)_sq_watch.ms * NSEC_PER_MSEC;
-	uint64_t next_tick = _sq_coarse_ns() + period;
+	/* Ticks are timed on the precise clock, with an absolute deadline.
+	 * The coarse clock (what the records' times are on) steps by a tick
+	 * of 1-4 ms, sometimes 1 ns short of one: a wait timed on it can
+	 * end just short of its deadline, and a loop that waits out the rest
+	 * spins until the coarse clock steps again. */
+	uint64_t next_tick = _sq_monotonic_ns() + period;
 	for (;;) {
 		/* Acquire: a kick's task, a signal's request. */
 		uint32_t bits = __atomic_exchange_n(&_sq_watch.word, 0,
@@ -560,10 +565,9 @@ _sq_watch_main(void *unused)
 			_sq_futex_wait(&_sq_watch.word, 0, NULL);
 			continue;
 		}
-		uint64_t now = _sq_coarse_ns();
-		if (now >= next_tick) {
-			bool active = _sq_watch_tick(now);
-			next_tick = _sq_coarse_ns() + period;
+		if (_sq_monotonic_ns() >= next_tick) {
+			bool active = _sq_watch_tick(_sq_coarse_ns());
+			next_tick = _sq_monotonic_ns() + period;
 			if (!active) {
 				/* Sleep until a task starts (see the top). */
 				__atomic_store_n(&_sq_watch.deep, 1,
@@ -572,17 +576,11 @@ _sq_watch_main(void *unused)
 					_sq_futex_wait(&_sq_watch.word, 0, NULL);
 				__atomic_store_n(&_sq_watch.deep, 0,
 						__ATOMIC_SEQ_CST);
-				next_tick = _sq_coarse_ns() + period;
+				next_tick = _sq_monotonic_ns() + period;
 				continue;
 			}
-			now = _sq_coarse_ns();
 		}
-		uint64_t wait = next_tick > now ? next_tick - now : 0;
-		struct timespec ts = {
-			.tv_sec = (time_t)(wait / NSEC_PER_SEC),
-			.tv_nsec = (long)(wait % NSEC_PER_SEC),
-		};
-		_sq_futex_wait(&_sq_watch.word, 0, &ts);
+		_sq_futex_wait_until(&_sq_watch.word, 0, next_tick);
 	}
 	return NULL;
 }
