@@ -156,7 +156,7 @@ struct sq_source_s {
 	bool fd_eof;             /* end of file delivered (delivery side) */
 	struct event *ev;        /* descriptor or pidfd watch */
 	int pidfd;               /* -1: the process is gone (exit at once) */
-	int wd;                  /* inotify watch */
+	int wd;                  /* inotify watch (source_vnode.c's lock) */
 	int parent_wd;           /* directories: their parent's watch */
 	struct sq_source_s *next_in_list; /* signal / inotify lists */
 
@@ -194,11 +194,15 @@ SQ_INTERNAL void _sq_source_run_commands(struct sq_source_s *s);
 SQ_INTERNAL void _sq_source_merge(struct sq_source_s *s, uintptr_t value);
 
 /* Vnode sources (source_vnode.c). The open: 0 or the errno (EMFILE,
- * ENFILE, inotify's per-user limit), any thread. Registering and
- * unregistering: loop thread. */
+ * ENFILE, inotify's per-user limit), any thread. The watch, by
+ * sq_source_create: 0 or the errno (ENOSPC: the per-user limit of
+ * watches), any thread. Registering: loop thread. Giving the watch back:
+ * the loop's unregistering, or the destruction of a source never
+ * registered, any thread. */
 SQ_INTERNAL int _sq_inotify_open(void);
+SQ_INTERNAL int _sq_vnode_watch(struct sq_source_s *s, bool is_dir);
 SQ_INTERNAL void _sq_vnode_register(struct sq_source_s *s);
-SQ_INTERNAL void _sq_vnode_unregister(struct sq_source_s *s);
+SQ_INTERNAL void _sq_vnode_unwatch(struct sq_source_s *s);
 SQ_INTERNAL void _sq_vnode_atfork_child(void);
 
 /* Hands the deliveries counted by the signal handler to the signal

@@ -913,7 +913,7 @@ _sq_source_unregister(struct sq_source_s *s)
 		_sq_signal_unregister(s);
 		break;
 	case SQ_SOURCE_VNODE:
-		_sq_vnode_unregister(s);
+		_sq_vnode_unwatch(s);
 		break;
 	case SQ_SOURCE_TIMER:
 		_sq_timer_unschedule(&s->timer);
@@ -1097,6 +1097,14 @@ sq_source_create(sq_source_type_t type, uintptr_t handle, uintptr_t mask,
 		s->dev = st.st_dev;
 		s->ino = st.st_ino;
 	}
+	if (type->kind == SQ_SOURCE_VNODE) {
+		err = _sq_vnode_watch(s, S_ISDIR(st.st_mode));
+		if (err != 0) {
+			_sq_object_free(&s->obj);
+			errno = err;
+			return NULL;
+		}
+	}
 	_sq_timer_init(&s->timer, _sq_source_timer_fire);
 	s->timer_start = SQ_TIME_FOREVER;
 	s->timer_interval = SQ_TIME_FOREVER;
@@ -1120,6 +1128,8 @@ _sq_source_dispose(struct sq_object_s *object)
 	}
 	if (s->pidfd >= 0)
 		close(s->pidfd);
+	if (s->type->kind == SQ_SOURCE_VNODE)
+		_sq_vnode_unwatch(s); /* never activated: its watch goes */
 	struct sq_queue_s *target = s->obj.target;
 	_sq_object_free(&s->obj);
 	_sq_release_internal(target);

@@ -2,13 +2,21 @@
  * SwiftQueues — vnode sources: file-system events through inotify.
  *
  * The process has one inotify descriptor, opened by the first vnode source
- * (sq_source_create, so that running out of descriptors is its error) and
- * watched by the event loop from the first registration on. A source
+ * and watched by the event loop from the first registration on. A source
  * watches its descriptor through /proc/self/fd, so a file renamed or
  * unlinked after the source was made is still the one watched. Several
  * sources on one inode share inotify's single watch: its mask is the union
- * of what they need, narrowed when one goes. Everything but the open runs
- * on the loop thread.
+ * of what they need, narrowed when one goes.
+ *
+ * The watches are added by sq_source_create, on the caller's thread, so
+ * that running out of them (inotify's per-user limit, ENOSPC) is that
+ * call's error like running out of descriptors, not a source that never
+ * fires. From then on the source is on the list, whose union keeps the
+ * watch; it leaves the list when the loop unregisters it (its cancel) or,
+ * never activated, when it is destroyed. The list and the watches are
+ * under one lock, taken by sq_source_create, the loop thread (events,
+ * unregistering) and a source's destruction. Events reach only sources the
+ * loop has registered (activated, not cancelled).
  */
 #include "event_internal.h"
 
@@ -21,9 +29,10 @@
 #include <unistd.h>
 
 static int _sq_inotify_fd = -1;
-static struct event *_sq_inotify_ev;
+static struct event *_sq_inotify_ev;  /* the loop thread's */
+/* Under _sq_vnode_lock: the sources holding a watch (see the top). */
 static struct sq_source_s *_sq_vnode_sources;
-static pthread_mutex_t _sq_inotify_open_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t _sq_vnode_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The inotify events a vnode mask needs. */
 static uint32_t
@@ -94,11 +103,15 @@ _sq_inotify_cb(evutil_socket_t fd, short what, void *arg)
 		ssize_t n = read(_sq_inotify_fd, buf, sizeof(buf));
 		if (n <= 0)
 			return;
+		pthread_mutex_lock(&_sq_vnode_lock);
 		for (char *p = buf; p < buf + n;) {
 			struct inotify_event *e = (struct inotify_event *)p;
 			for (struct sq_source_s *s = _sq_vnode_sources; s;
 					s = s->next_in_list) {
 				uintptr_t flags = 0;
+				/* Made, not yet activated: nothing to tell. */
+				if (!s->registered)
+					continue;
 				if (s->wd == e->wd)
 					flags = _sq_vnode_flags(s, e->mask);
 				if (s->parent_wd == e->wd &&
@@ -116,6 +129,7 @@ _sq_inotify_cb(evutil_socket_t fd, short what, void *arg)
 			}
 			p += sizeof(*e) + e->len;
 		}
+		pthread_mutex_unlock(&_sq_vnode_lock);
 	}
 }
 
@@ -134,36 +148,77 @@ _sq_vnode_union_mask(int wd)
 	return m;
 }
 
-/* Watches the parent of a watched directory (see SQ_VNODE_PARENT_MASK). */
+/* The path of a source's descriptor, by which it is watched. */
 static void
+_sq_vnode_fd_path(const struct sq_source_s *s, char *path, size_t size)
+{
+	snprintf(path, size, "/proc/self/fd/%d", (int)s->handle);
+}
+
+/* Watches the parent of a watched directory (see SQ_VNODE_PARENT_MASK).
+ * Returns 0, or the errno of the watch. Lock held. */
+static int
 _sq_vnode_watch_parent(struct sq_source_s *s)
 {
 	char link[64], path[4096];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", (int)s->handle);
+	_sq_vnode_fd_path(s, link, sizeof(link));
 	ssize_t n = readlink(link, path, sizeof(path) - 1);
 	if (n <= 0)
-		return;
+		return 0; /* no path to a parent: nothing to watch */
 	path[n] = '\0';
 	char *slash = strrchr(path, '/');
 	if (slash == NULL)
-		return;
+		return 0;
 	if (slash == path)
 		slash[1] = '\0'; /* the parent is "/" */
 	else
 		*slash = '\0';
 	s->parent_wd = inotify_add_watch(_sq_inotify_fd, path,
 			SQ_VNODE_PARENT_MASK | IN_MASK_ADD);
+	return s->parent_wd < 0 ? errno : 0;
 }
 
-/* Drops (or narrows) watch `wd` after a source stopped using it. */
+/* Drops (or narrows) watch `wd` after a source left the list. A watch
+ * that a source still watches its inode through is narrowed through that
+ * source's descriptor; one that is only a parent's keeps its mask (what
+ * it sends beyond the union is dropped by the callback). Lock held. */
 static void
-_sq_vnode_release_watch(int wd, const char *path)
+_sq_vnode_release_watch(int wd)
 {
+	if (wd < 0)
+		return;
 	uint32_t rest = _sq_vnode_union_mask(wd);
-	if (rest == 0)
+	if (rest == 0) {
 		inotify_rm_watch(_sq_inotify_fd, wd);
-	else if (path != NULL)
-		(void)inotify_add_watch(_sq_inotify_fd, path, rest);
+		return;
+	}
+	for (struct sq_source_s *s = _sq_vnode_sources; s; s = s->next_in_list) {
+		if (s->wd == wd) {
+			char path[64];
+			_sq_vnode_fd_path(s, path, sizeof(path));
+			(void)inotify_add_watch(_sq_inotify_fd, path, rest);
+			return;
+		}
+	}
+}
+
+/* Takes s off the list and gives back what only it needed: true if it
+ * was on it. Lock held. */
+static bool
+_sq_vnode_leave(struct sq_source_s *s)
+{
+	struct sq_source_s **link = &_sq_vnode_sources;
+	while (*link && *link != s)
+		link = &(*link)->next_in_list;
+	if (*link == NULL)
+		return false; /* never on it, or left already */
+	*link = s->next_in_list;
+	s->next_in_list = NULL;
+	_sq_vnode_release_watch(s->wd);
+	_sq_vnode_release_watch(s->parent_wd);
+	s->wd = -1;
+	s->parent_wd = -1;
+	return true;
 }
 
 /* Opens the process's inotify descriptor unless it is open. Returns 0 or
@@ -175,7 +230,7 @@ _sq_inotify_open(void)
 	if (__atomic_load_n(&_sq_inotify_fd, __ATOMIC_ACQUIRE) >= 0)
 		return 0;
 	int err = 0;
-	pthread_mutex_lock(&_sq_inotify_open_lock);
+	pthread_mutex_lock(&_sq_vnode_lock);
 	if (_sq_inotify_fd < 0) {
 		int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 		if (fd < 0)
@@ -183,54 +238,61 @@ _sq_inotify_open(void)
 		else
 			__atomic_store_n(&_sq_inotify_fd, fd, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&_sq_inotify_open_lock);
+	pthread_mutex_unlock(&_sq_vnode_lock);
+	return err;
+}
+
+int
+_sq_vnode_watch(struct sq_source_s *s, bool is_dir)
+{
+	int err = _sq_inotify_open();
+	if (err != 0)
+		return err;
+	char path[64];
+	_sq_vnode_fd_path(s, path, sizeof(path));
+	pthread_mutex_lock(&_sq_vnode_lock);
+	s->wd = inotify_add_watch(_sq_inotify_fd, path,
+			_sq_vnode_inotify_mask(s->mask) | IN_MASK_ADD);
+	if (s->wd < 0)
+		err = errno; /* ENOSPC: the per-user limit of watches */
+	else if ((s->mask & SQ_VNODE_DELETE) && is_dir)
+		err = _sq_vnode_watch_parent(s);
+	/* On the list even when a watch failed, so that leaving it gives
+	 * back the one that did not. */
+	s->next_in_list = _sq_vnode_sources;
+	_sq_vnode_sources = s;
+	if (err != 0)
+		_sq_vnode_leave(s);
+	pthread_mutex_unlock(&_sq_vnode_lock);
 	return err;
 }
 
 void
 _sq_vnode_register(struct sq_source_s *s)
 {
-	/* The descriptor was opened when the source was made; the loop
-	 * watches it from its first vnode source on. */
+	/* The loop watches the inotify descriptor from its first vnode
+	 * source on. */
 	if (_sq_inotify_ev == NULL) {
 		_sq_inotify_ev = event_new(_sq_loop_base(), _sq_inotify_fd,
 				EV_READ | EV_PERSIST, _sq_inotify_cb, NULL);
 		if (_sq_inotify_ev)
 			event_add(_sq_inotify_ev, NULL);
 	}
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", (int)s->handle);
-	s->wd = inotify_add_watch(_sq_inotify_fd, path,
-			_sq_vnode_inotify_mask(s->mask) | IN_MASK_ADD);
+	/* The figures events are told against (the callback's, on this
+	 * thread). */
 	struct stat st;
-	if (fstat((int)s->handle, &st) != 0)
-		st.st_mode = 0;
-	s->last_size = st.st_size;
-	s->last_nlink = st.st_nlink;
-	s->next_in_list = _sq_vnode_sources;
-	_sq_vnode_sources = s;
-	if ((s->mask & SQ_VNODE_DELETE) && S_ISDIR(st.st_mode))
-		_sq_vnode_watch_parent(s);
+	if (fstat((int)s->handle, &st) == 0) {
+		s->last_size = st.st_size;
+		s->last_nlink = st.st_nlink;
+	}
 }
 
 void
-_sq_vnode_unregister(struct sq_source_s *s)
+_sq_vnode_unwatch(struct sq_source_s *s)
 {
-	struct sq_source_s **link = &_sq_vnode_sources;
-	while (*link && *link != s)
-		link = &(*link)->next_in_list;
-	if (*link)
-		*link = s->next_in_list;
-	if (s->wd >= 0) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/self/fd/%d",
-				(int)s->handle);
-		_sq_vnode_release_watch(s->wd, path);
-	}
-	if (s->parent_wd >= 0)
-		_sq_vnode_release_watch(s->parent_wd, NULL);
-	s->wd = -1;
-	s->parent_wd = -1;
+	pthread_mutex_lock(&_sq_vnode_lock);
+	_sq_vnode_leave(s);
+	pthread_mutex_unlock(&_sq_vnode_lock);
 }
 
 void
@@ -241,5 +303,5 @@ _sq_vnode_atfork_child(void)
 	_sq_inotify_fd = -1;
 	_sq_inotify_ev = NULL; /* the parent's base's, dropped with it */
 	_sq_vnode_sources = NULL;
-	pthread_mutex_init(&_sq_inotify_open_lock, NULL);
+	pthread_mutex_init(&_sq_vnode_lock, NULL);
 }

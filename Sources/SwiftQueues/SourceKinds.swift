@@ -267,7 +267,8 @@ public final class FileSystemSource: EventSource, @unchecked Sendable {
 
     /// Creates an inactive source watching the object open on
     /// `fileDescriptor` for `eventMask`. Throws ``SourceError`` with `EBADF`
-    /// for a descriptor that is not open, `ENOENT` when the object is gone.
+    /// for a descriptor that is not open, `ENOENT` when the object is gone,
+    /// `ENOSPC` when the per-user limit of inotify watches is reached.
     public init(fileDescriptor: Int32, eventMask: Events,
                 queue: WorkQueue? = nil) throws(SourceError) {
         try super.init(raw: EventSource.create(

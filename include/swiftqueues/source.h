@@ -183,7 +183,9 @@ sq_source_type_vnode(void)
  * EINVAL (signal number, unknown type or mask bits), ENOTSUP (a process
  * event Linux cannot report); EMFILE or ENFILE when a descriptor the
  * source or the event loop needs cannot be had, EAGAIN when a thread
- * cannot (the same call succeeds once they are free again). Timer and
+ * cannot, ENOSPC when a file-system source's inotify watch cannot (the
+ * per-user limit, fs.inotify.max_user_watches); the same call succeeds
+ * once they are free again. Timer and
  * data sources are made even then: they start working when the event
  * loop can start, as sq_after waits for it. The caller owns one
  * reference.
