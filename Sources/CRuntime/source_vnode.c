@@ -193,7 +193,11 @@ _sq_vnode_release_watch(int wd)
 		return;
 	}
 	for (struct sq_source_s *s = _sq_vnode_sources; s; s = s->next_in_list) {
-		if (s->wd == wd) {
+		/* Only through a descriptor still open on that inode (one of
+		 * a source never activated may have been closed and reused). */
+		struct stat st;
+		if (s->wd == wd && fstat((int)s->handle, &st) == 0 &&
+				st.st_dev == s->dev && st.st_ino == s->ino) {
 			char path[64];
 			_sq_vnode_fd_path(s, path, sizeof(path));
 			(void)inotify_add_watch(_sq_inotify_fd, path, rest);

@@ -76,8 +76,14 @@ enter_namespace(int watches)
 struct watched {
 	sq_source_t src;
 	int fd;
-	sq_semaphore_t event, cancelled;
+	sq_semaphore_t registered, event, cancelled;
 };
+
+static void
+watched_registered(void *ctx)
+{
+	sq_semaphore_signal(((struct watched *)ctx)->registered);
+}
 
 static void
 watched_event(void *ctx)
@@ -91,8 +97,9 @@ watched_cancel(void *ctx)
 	sq_semaphore_signal(((struct watched *)ctx)->cancelled);
 }
 
-/* A source for `mask` on `path`, activated unless `activate` is false;
- * false with errno if sq_source_create refused it. */
+/* A source for `mask` on `path`, activated unless `activate` is false
+ * (and then registered: events from then on are its to deliver); false
+ * with errno if sq_source_create refused it. */
 static bool
 watch(struct watched *w, const char *path, uintptr_t mask, bool activate)
 {
@@ -107,13 +114,17 @@ watch(struct watched *w, const char *path, uintptr_t mask, bool activate)
 		errno = err;
 		return false;
 	}
+	w->registered = sq_semaphore_create(0);
 	w->event = sq_semaphore_create(0);
 	w->cancelled = sq_semaphore_create(0);
 	sq_set_context(w->src, w);
+	sq_source_set_registration_handler_f(w->src, watched_registered);
 	sq_source_set_event_handler_f(w->src, watched_event);
 	sq_source_set_cancel_handler_f(w->src, watched_cancel);
-	if (activate)
+	if (activate) {
 		sq_activate(w->src);
+		CHECK(sem_wait_ms(w->registered, 10000));
+	}
 	return true;
 }
 
@@ -125,6 +136,7 @@ unwatch(struct watched *w)
 	sq_source_cancel(w->src);
 	CHECK(sem_wait_ms(w->cancelled, 10000));
 	sq_release(w->src);
+	sq_release(w->registered);
 	sq_release(w->event);
 	sq_release(w->cancelled);
 	close(w->fd);
@@ -180,6 +192,7 @@ scenario(void)
 	CHECK(watch(&idle, paths[5], SQ_VNODE_WRITE, false));
 	refused(paths[3], SQ_VNODE_WRITE);
 	sq_release(idle.src);
+	sq_release(idle.registered);
 	sq_release(idle.event);
 	sq_release(idle.cancelled);
 	close(idle.fd);
