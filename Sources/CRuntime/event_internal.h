@@ -195,8 +195,8 @@ SQ_INTERNAL void _sq_source_merge(struct sq_source_s *s, uintptr_t value);
 
 /* Vnode sources (source_vnode.c). The open: 0 or the errno (EMFILE,
  * ENFILE, inotify's per-user limit), any thread. The watch, by
- * sq_source_create: 0 or the errno (ENOSPC: the per-user limit of
- * watches), any thread. Registering: loop thread. Giving the watch back:
+ * sq_source_create once the descriptor is open: 0 or the errno (ENOSPC:
+ * the per-user limit of watches), any thread. Registering: loop thread. Giving the watch back:
  * the loop's unregistering, or the destruction of a source never
  * registered, any thread. */
 SQ_INTERNAL int _sq_inotify_open(void);

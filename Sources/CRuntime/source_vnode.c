@@ -206,23 +206,22 @@ _sq_vnode_release_watch(int wd)
 	}
 }
 
-/* Takes s off the list and gives back what only it needed: true if it
- * was on it. Lock held. */
-static bool
+/* Takes s off the list, if on it, and gives back what only it needed.
+ * Lock held. */
+static void
 _sq_vnode_leave(struct sq_source_s *s)
 {
 	struct sq_source_s **link = &_sq_vnode_sources;
 	while (*link && *link != s)
 		link = &(*link)->next_in_list;
 	if (*link == NULL)
-		return false; /* never on it, or left already */
+		return; /* never on it, or left already */
 	*link = s->next_in_list;
 	s->next_in_list = NULL;
 	_sq_vnode_release_watch(s->wd);
 	_sq_vnode_release_watch(s->parent_wd);
 	s->wd = -1;
 	s->parent_wd = -1;
-	return true;
 }
 
 /* Opens the process's inotify descriptor unless it is open. Returns 0 or
@@ -249,9 +248,9 @@ _sq_inotify_open(void)
 int
 _sq_vnode_watch(struct sq_source_s *s, bool is_dir)
 {
-	int err = _sq_inotify_open();
-	if (err != 0)
-		return err;
+	/* The inotify descriptor is open: sq_source_create opened it before
+	 * the event loop's start. */
+	int err = 0;
 	char path[64];
 	_sq_vnode_fd_path(s, path, sizeof(path));
 	pthread_mutex_lock(&_sq_vnode_lock);
