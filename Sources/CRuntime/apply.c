@@ -134,8 +134,12 @@ _sq_apply_parallel(size_t iterations, struct sq_queue_s *queue, void *ctx,
 		sq_async_f(root, a, _sq_apply_helper);
 
 	_sq_apply_work(a);
-	while (__atomic_load_n(&a->finished, __ATOMIC_ACQUIRE) == 0)
-		_sq_futex_wait(&a->finished, 0, NULL);
+	if (__atomic_load_n(&a->finished, __ATOMIC_ACQUIRE) == 0) {
+		_sq_pool_block_begin(false);
+		while (__atomic_load_n(&a->finished, __ATOMIC_ACQUIRE) == 0)
+			_sq_futex_wait(&a->finished, 0, NULL);
+		_sq_pool_block_end();
+	}
 	_sq_apply_release(a);
 }
 

@@ -187,6 +187,15 @@ sq_group_leave(sq_group_t group)
 	_sq_group_leave(group);
 }
 
+static bool
+_sq_group_is_empty(void *group)
+{
+	struct sq_group_s *g = group;
+	/* Acquire: as sq_group_wait's look. */
+	return (__atomic_load_n(&g->state, __ATOMIC_ACQUIRE) &
+			GROUP_COUNT_MASK) == 0;
+}
+
 intptr_t
 sq_group_wait(sq_group_t group, sq_time_t timeout)
 {
@@ -194,6 +203,11 @@ sq_group_wait(sq_group_t group, sq_time_t timeout)
 	struct sq_group_s *g = group;
 	/* Acquire: seeing the group empty means seeing its members' work. */
 	uint64_t old = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+	/* A worker waiting for good runs the members its task queued on
+	 * its own ring itself, depth first (pool.c, "Waiting helps"). */
+	if ((old & GROUP_COUNT_MASK) != 0 && timeout == SQ_TIME_FOREVER &&
+			_sq_pool_help(_sq_group_is_empty, g))
+		old = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
 	for (;;) {
 		if ((old & GROUP_COUNT_MASK) == 0)
 			return 0;
@@ -211,16 +225,24 @@ sq_group_wait(sq_group_t group, sq_time_t timeout)
 		}
 	}
 	uint32_t gen = (uint32_t)(old >> GROUP_GEN_SHIFT);
+	_sq_pool_block_begin(false);
+	int result;
 	for (;;) {
 		int r = _sq_futex_wait_until(_sq_group_gen_word(g), gen,
 				timeout);
 		/* Acquire: pairs with the emptying leave's release. */
 		uint64_t now = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
-		if ((uint32_t)(now >> GROUP_GEN_SHIFT) != gen)
-			return 0; /* emptied since we looked (maybe reused) */
-		if (r == ETIMEDOUT)
-			return ETIMEDOUT;
+		if ((uint32_t)(now >> GROUP_GEN_SHIFT) != gen) {
+			result = 0; /* emptied since we looked (maybe reused) */
+			break;
+		}
+		if (r == ETIMEDOUT) {
+			result = ETIMEDOUT;
+			break;
+		}
 	}
+	_sq_pool_block_end();
+	return result;
 }
 
 void

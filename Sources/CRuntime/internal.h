@@ -227,4 +227,16 @@ SQ_INTERNAL void _sq_main_queue_atfork_child(void);
 
 #include "object_internal.h"
 
+/* A wait of the runtime's (sq_sync, semaphores, groups, work items, apply,
+ * synchronous I/O) is about to put the calling thread to sleep, and has
+ * ended: a worker announces it, so that its queued jobs go to other
+ * threads and another thread runs in its place at once (pool.c, "Blocked
+ * workers"). Nothing on other threads. Nest. */
+SQ_INTERNAL void _sq_pool_block_begin(bool sync);
+SQ_INTERNAL void _sq_pool_block_end(void);
+/* A worker about to wait forever runs the jobs its current job queued on
+ * its own ring (newest first) until done(arg) (pool.c, "Waiting helps").
+ * Returns whether it ran any. */
+SQ_INTERNAL bool _sq_pool_help(bool (*done)(void *), void *arg);
+
 #endif /* SWIFTQUEUES_INTERNAL_H */

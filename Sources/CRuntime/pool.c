@@ -217,13 +217,15 @@ _sq_ring_push(struct sq_ring_s *r, uintptr_t entry)
 	return true;
 }
 
-/* Takes the oldest entry (owner or thief); 0 when empty. */
+/* Takes the oldest entry (owner or thief); 0 when empty. The loads of
+ * head and tail are seq-cst: they pair with the owner's take from the
+ * tail (_sq_ring_pop_tail), which stores the tail then loads the head. */
 static uintptr_t
 _sq_ring_pop(struct sq_ring_s *r)
 {
-	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_SEQ_CST);
 	for (;;) {
-		uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_SEQ_CST);
 		if (h == t)
 			return 0;
 		uintptr_t entry = __atomic_load_n(&r->slots[h % SQ_RING_SIZE],
@@ -234,6 +236,39 @@ _sq_ring_pop(struct sq_ring_s *r)
 				__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 			return entry;
 	}
+}
+
+/* The owner takes its newest entry, if it was pushed at or after index
+ * `mark`; 0 otherwise (Chase-Lev's pop: the last entry is raced for with
+ * thieves by a CAS of the head). */
+static uintptr_t
+_sq_ring_pop_tail(struct sq_ring_s *r, uint32_t mark)
+{
+	uint32_t t = r->tail; /* only the owner writes it */
+	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_SEQ_CST);
+	if (t == h || (int32_t)(t - 1 - mark) < 0)
+		return 0;
+	t--;
+	/* Seq-cst store, then seq-cst load of the head: a thief loads the
+	 * head then the tail, so one of us sees the other. */
+	__atomic_store_n(&r->tail, t, __ATOMIC_SEQ_CST);
+	h = __atomic_load_n(&r->head, __ATOMIC_SEQ_CST);
+	uintptr_t entry = 0;
+	if ((int32_t)(t - h) > 0) {
+		/* More than one left: no thief can reach index t. */
+		return __atomic_load_n(&r->slots[t % SQ_RING_SIZE],
+				__ATOMIC_RELAXED);
+	}
+	if (t == h) {
+		entry = __atomic_load_n(&r->slots[t % SQ_RING_SIZE],
+				__ATOMIC_RELAXED);
+		if (!__atomic_compare_exchange_n(&r->head, &h, h + 1, false,
+				__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			entry = 0; /* a thief took it */
+	}
+	/* The ring is empty now (head is t + 1): put the tail back there. */
+	__atomic_store_n(&r->tail, t + 1, __ATOMIC_RELEASE);
+	return entry;
 }
 
 /* ---- Root queues ----------------------------------------------------- */
@@ -481,6 +516,9 @@ _sq_pool_spawn_err(bool force)
 		w->parked = 0;
 		w->leave = false;
 		w->root = SQ_ROOT_DEFAULT;
+		w->blocked = 0;
+		w->block_depth = 0;
+		w->scan_victim = -1;
 		__atomic_store_n(&w->slot_state, SQ_SLOT_LIVE, __ATOMIC_RELEASE);
 		__atomic_add_fetch(&_sq_pool.live, 1, __ATOMIC_SEQ_CST);
 	}
@@ -597,6 +635,18 @@ _sq_pool_wake_sleeper(void)
 	_sq_futex_wake(&g->guard_nap, 1);
 }
 
+/* Live workers that are not blocked in a wait, a sync caller's wait for
+ * its turn counting as running (racy: a count to compare with the width;
+ * see _sq_pool_compensate). Seq-cst: read after a job's enqueue, as
+ * `live` is. */
+static inline int32_t
+_sq_pool_running(void)
+{
+	return __atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) -
+			__atomic_load_n(&_sq_pool.nblocked, __ATOMIC_SEQ_CST) +
+			__atomic_load_n(&_sq_pool.nsync, __ATOMIC_SEQ_CST);
+}
+
 /* Gets one more worker looking for work, unless one already is. */
 void
 _sq_pool_notify(void)
@@ -616,8 +666,7 @@ _sq_pool_notify(void)
 	 * it sees our job. This skips the claim of `searching` and the idle
 	 * lock, two writes to lines every worker uses. */
 	if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) == 0 &&
-			__atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) >=
-			_sq_pool.width) {
+			_sq_pool_running() >= _sq_pool.width) {
 		_sq_monitor_kick();
 		return;
 	}
@@ -633,10 +682,14 @@ _sq_pool_notify(void)
 		return;
 	}
 	int32_t live = __atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST);
-	if (live < _sq_pool.width) {
+	if (live == 0 || _sq_pool_running() < _sq_pool.width) {
 		int err = _sq_pool_spawn_err(live == 0);
-		if (err == 0)
+		if (err == 0) {
+			if (live >= _sq_pool.width)
+				__atomic_add_fetch(&_sq_pool.compensated, 1,
+						__ATOMIC_RELAXED);
 			return;
+		}
 		/* No worker at all: nobody would ever look. (A monitor
 		 * runs only once a worker has, and workers up to the
 		 * width never retire or give their thread back.) */
@@ -743,7 +796,38 @@ _sq_steal(struct sq_worker_s *self, int *root)
 	return NULL;
 }
 
-/* A job from the worker's ring, the root queues or another worker's ring. */
+/* A job queued behind a blocked worker: its next-job slot, then its
+ * ring. NULL when no blocked worker has one. */
+static struct sq_job_s *
+_sq_take_blocked(struct sq_worker_s *self, int *root)
+{
+	uint32_t slots = (uint32_t)__atomic_load_n(&_sq_pool.slots,
+			__ATOMIC_ACQUIRE);
+	uint32_t start = self->tick * 2654435761u;
+	for (uint32_t k = 0; k < slots; k++) {
+		struct sq_worker_s *v = &_sq_pool.workers[(start + k) % slots];
+		if (v == self || __atomic_load_n(&v->blocked,
+				__ATOMIC_ACQUIRE) == 0 || __atomic_load_n(
+				&v->slot_state, __ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
+			continue;
+		/* The owner (back from its wait) may take it too: the
+		 * exchange gives it to one of us. Acquire: the submitter's
+		 * writes to the job. */
+		uintptr_t e = 0;
+		if (__atomic_load_n(&v->next, __ATOMIC_RELAXED) != 0)
+			e = __atomic_exchange_n(&v->next, 0, __ATOMIC_ACQ_REL);
+		if (e == 0)
+			e = _sq_ring_pop(&v->ring);
+		if (e != 0) {
+			*root = (int)(e & SQ_RING_ROOT_MASK);
+			return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+		}
+	}
+	return NULL;
+}
+
+/* A job from the worker's ring, a blocked worker's slot or ring, the root
+ * queues or another worker's ring. */
 static struct sq_job_s *
 _sq_find_queued_work(struct sq_worker_s *w, int *root)
 {
@@ -755,6 +839,11 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 		*root = (int)(entry & SQ_RING_ROOT_MASK);
 		return (struct sq_job_s *)(entry & ~SQ_RING_ROOT_MASK);
 	}
+	/* What waits behind a blocked thread goes before new work: the run
+	 * queue belongs to the worker slot, not to its thread (Go's P). */
+	if (__atomic_load_n(&_sq_pool.nblocked, __ATOMIC_RELAXED) != 0 &&
+			(job = _sq_take_blocked(w, root)))
+		return job;
 	if ((job = _sq_roots_pop(root)))
 		return job;
 	return _sq_steal(w, root);
@@ -765,6 +854,13 @@ static struct sq_job_s *
 _sq_find_work(struct sq_worker_s *w, int *root, bool *handoff)
 {
 	struct sq_job_s *job;
+	/* Every 16th look, a job that has sat in another worker's slot
+	 * while its owner ran on (pool_slot.c, "Busy workers' looks"):
+	 * nobody may be searching, as while every worker runs hand-offs. */
+	if ((++w->looks & 15) == 0 && (job = _sq_next_scan(w, root))) {
+		*handoff = false;
+		return job;
+	}
 	/* The job our last job handed on first (pool_slot.c). */
 	if (w->next_streak < SQ_NEXT_STREAK && (job = _sq_next_take(w, root))) {
 		w->next_streak++;
@@ -867,6 +963,9 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root,
 			w->niced = false;
 	}
 	w->root = root;
+	/* Entries pushed to the ring from here on are this job's (and a
+	 * waiting job helps with them, _sq_pool_help). */
+	w->job_mark = w->ring.tail;
 
 	/* A hand-off keeps the thread's name: renaming is a system call
 	 * (0.3-0.5 us here), more than a whole hop between two queues. */
@@ -1079,6 +1178,10 @@ _sq_worker_main(void *arg)
 		struct sq_job_s *job = _sq_find_work(w, &root, &handoff);
 		if (job) {
 			SQ_CHAOS_POINT();
+			/* Running again: the monitor's mark goes. */
+			if (SQ_UNLIKELY(__atomic_load_n(&w->blocked,
+					__ATOMIC_RELAXED) & SQ_BLOCKED_SEEN))
+				_sq_worker_unmark_blocked(w, SQ_BLOCKED_SEEN);
 			if (w->searching)
 				_sq_worker_stop_searching(w);
 			_sq_worker_run(w, job, root, handoff);
@@ -1099,6 +1202,174 @@ _sq_worker_main(void *arg)
 	__atomic_store_n(&w->slot_state, SQ_SLOT_FREE, __ATOMIC_RELEASE);
 	sq_spinlock_unlock(&_sq_pool.spawn_lock);
 	return NULL;
+}
+
+/* ---- Blocked workers -----------------------------------------------------
+ *
+ * A worker's run queues (its ring and next-job slot) belong to the worker
+ * slot, not to the thread that happens to be in a job: a thread that blocks
+ * hands them on, as Go's scheduler hands a P to another thread when its M
+ * blocks in a system call. The runtime's own waits (a sync caller waiting
+ * for its turn, a drainer waiting for the sync caller it handed the queue
+ * to, semaphores, groups, work items, apply, synchronous I/O) announce
+ * themselves before they sleep: the worker sets SQ_BLOCKED_WAIT, `nblocked`
+ * counts it, and
+ *   - every worker looking for work takes a blocked worker's slot and ring
+ *     before the root queues (_sq_take_blocked), so a job queued behind a
+ *     blocked thread never waits behind new work;
+ *   - if work is waiting, another thread runs in the blocked one's place
+ *     at once: a searcher if one exists, else an idle worker woken, else a
+ *     new worker (up to SQ_MAX_THREADS) when fewer than `width` workers
+ *     are running. Submissions count running workers the same way
+ *     (`live - nblocked`).
+ * Blocking the runtime cannot see (a sleep or a read inside a task) is
+ * found by the monitor (pool_monitor.c), which sets SQ_BLOCKED_SEEN on the
+ * worker, with the same effect on its queued jobs; the worker clears it
+ * when it next takes a job.
+ */
+
+void
+_sq_worker_mark_blocked(struct sq_worker_s *w, uint32_t bit)
+{
+	/* Seq-cst: the bit is set before the worker's (or the monitor's)
+	 * look at the queues that follows, and a thief's acquire load of it
+	 * sees the ring as it was when the worker stopped. */
+	uint32_t old = __atomic_fetch_or(&w->blocked, bit, __ATOMIC_SEQ_CST);
+	if (old == 0)
+		__atomic_add_fetch(&_sq_pool.nblocked, 1, __ATOMIC_SEQ_CST);
+}
+
+void
+_sq_worker_unmark_blocked(struct sq_worker_s *w, uint32_t bit)
+{
+	uint32_t old = __atomic_fetch_and(&w->blocked, ~bit, __ATOMIC_SEQ_CST);
+	/* Whoever clears the last bit uncounts the worker. */
+	if (old == bit)
+		__atomic_sub_fetch(&_sq_pool.nblocked, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A worker is about to block with work waiting: get another thread
+ * running in its place now, rather than at the monitor's next look. */
+static void
+_sq_pool_compensate(bool sync)
+{
+	if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST) != 0) {
+		/* A searcher takes blocked workers' jobs first; if it is the
+		 * slots' guard in a nap, it must look now. */
+		_sq_pool_wake_sleeper();
+		return;
+	}
+	int32_t zero = 0;
+	if (!__atomic_compare_exchange_n(&_sq_pool.searching, &zero, 1, false,
+			__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+		return; /* someone else became the searcher */
+	struct sq_worker_s *w = _sq_idle_pop();
+	if (w) {
+		_sq_worker_wake(w);
+		return;
+	}
+	/* A new thread at once while fewer than `width` workers run; for a
+	 * sync caller only below the width. Sync callers of a busy serial
+	 * queue come and go by the thousand, and a thread for each would
+	 * fill the pool to its cap for work that runs one job at a time;
+	 * the monitor adds threads for sync waits that last (pool_monitor.c),
+	 * and a caller whose queue waits for a thread takes it over
+	 * (queue.c). */
+	int32_t live = __atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST);
+	if ((live < _sq_pool.width || (!sync && _sq_pool_running() <
+			_sq_pool.width)) && _sq_pool_spawn()) {
+		if (live >= _sq_pool.width)
+			__atomic_add_fetch(&_sq_pool.compensated, 1,
+					__ATOMIC_RELAXED);
+		return;
+	}
+	/* At the thread cap, or refused a thread: the running workers, the
+	 * sync callers' take-over (queue.c) and the monitor go on. */
+	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+	_sq_monitor_kick();
+}
+
+void
+_sq_pool_block_begin(bool sync)
+{
+	struct sq_worker_s *w = _sq_self;
+	if (w == NULL || w->block_depth++ != 0)
+		return;
+	uint32_t bit = sync ? SQ_BLOCKED_SYNC : SQ_BLOCKED_WAIT;
+	if (sync)
+		__atomic_store_n(&w->blocked_at, _sq_monotonic_ns(),
+				__ATOMIC_RELAXED);
+	w->block_bit = bit;
+	if (sync)
+		__atomic_add_fetch(&_sq_pool.nsync, 1, __ATOMIC_SEQ_CST);
+	_sq_worker_mark_blocked(w, bit);
+	SQ_CHAOS_POINT();
+	/* After the mark (seq-cst): a worker that looks for work from now
+	 * on takes our queued jobs first. */
+	if (_sq_pool_has_work_in(true))
+		_sq_pool_compensate(sync);
+}
+
+void
+_sq_pool_block_end(void)
+{
+	struct sq_worker_s *w = _sq_self;
+	if (w == NULL || --w->block_depth != 0)
+		return;
+	_sq_worker_unmark_blocked(w, w->block_bit);
+	if (w->block_bit == SQ_BLOCKED_SYNC)
+		__atomic_sub_fetch(&_sq_pool.nsync, 1, __ATOMIC_SEQ_CST);
+}
+
+/* ---- Waiting helps ---------------------------------------------------------
+ *
+ * A worker that waits forever for a group or a work item first runs, on
+ * its own thread, the jobs its current job queued on its ring, newest
+ * first, while what it waits for is not done (oneTBB's waiting thread runs
+ * its own tasks the same way): a fork-join tree written the GCD way
+ * (each task submits its children to a global queue and waits for its
+ * group) then runs depth first on the pool's width, instead of parking a
+ * thread per waiting node. Isolation: only continuations (a queue's drain
+ * job could run work that needs what the waiter holds), only entries its
+ * own job pushed (at or after the ring's tail when the job started: its
+ * children and theirs), and not at all while the waiter holds a queue
+ * alone (a serial queue's task, a barrier), whose work a child might sync
+ * onto. Thieves still take from the other end.
+ */
+
+bool
+_sq_pool_help(bool (*done)(void *), void *arg)
+{
+	struct sq_worker_s *w = _sq_self;
+	if (w == NULL || _sq_apply_depth != 0)
+		return false;
+	for (struct sq_frame_s *f = _sq_current_frame; f; f = f->prev)
+		if (f->exclusive)
+			return false;
+	bool helped = false;
+	while (!done(arg)) {
+		uintptr_t e = _sq_ring_pop_tail(&w->ring, w->job_mark);
+		if (e == 0)
+			break;
+		struct sq_job_s *job = (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+		if (job->kind != SQ_JOB_CONT) {
+			/* Back where it was (we just freed that entry). */
+			(void)_sq_ring_push(&w->ring, e);
+			break;
+		}
+		int root = (int)(e & SQ_RING_ROOT_MASK);
+		uint32_t mark = w->job_mark;
+		int outer_root = w->root;
+		__atomic_store_n(&w->jobs, w->jobs + 1, __ATOMIC_RELAXED);
+		_sq_tsan_acquire(job);
+		w->root = root;
+		w->job_mark = w->ring.tail;
+		_sq_job_run(job);
+		w->root = outer_root;
+		w->job_mark = mark;
+		helped = true;
+	}
+	return helped;
 }
 
 /* ---- Threads ------------------------------------------------------------

@@ -22,6 +22,11 @@
  * "Next-job slot", pool_slot.c). */
 #define SQ_NEXT_STREAK 32u
 
+/* A worker's `blocked` bits. */
+#define SQ_BLOCKED_WAIT 1u /* in a wait of the runtime's (announced) */
+#define SQ_BLOCKED_SEEN 2u /* seen asleep mid-job by the monitor */
+#define SQ_BLOCKED_SYNC 4u /* waiting for its turn on a queue (sync) */
+
 /* Ring entries carry the root index of the job in their low bits. */
 #define SQ_RING_ROOT_MASK ((uintptr_t)3)
 
@@ -58,6 +63,21 @@ struct sq_worker_s {
 	uintptr_t next;      /* a ring-style entry or 0; owner puts, anyone takes */
 	uint32_t next_streak; /* owner only: slot jobs run in a row */
 	uint32_t guard_nap;  /* futex word: 1 while napping as the slots' guard */
+	/* Blocked (see "Blocked workers", pool.c): SQ_BLOCKED_* bits, set by
+	 * the worker around a wait of the runtime's and by the monitor for a
+	 * worker it sees asleep in the middle of a job. */
+	uint32_t blocked;
+	uint32_t block_depth; /* owner only: nested waits */
+	uint32_t job_mark;    /* owner only: ring tail when its job began */
+	uint32_t block_bit;   /* owner only: the outermost wait's bit */
+	uint64_t blocked_at;  /* when its sync wait began (monotonic ns) */
+	/* Owner only: the busy worker's look at the others' slots
+	 * (_sq_next_scan, pool_slot.c). */
+	uint32_t looks;
+	int32_t scan_victim;  /* worker index of the candidate, or -1 */
+	uintptr_t scan_entry; /* its slot entry and job count when seen */
+	uint64_t scan_jobs;
+	uint64_t scan_at;
 	/* Diagnostics, written by this worker only (_sq_debug_pool_handoffs). */
 	uint64_t handoffs;   /* slot jobs it ran as their owner */
 	uint64_t slot_takes; /* slot jobs it took from others as the guard */
@@ -78,6 +98,10 @@ struct sq_pool_s {
 	int32_t slots;   /* high-water mark of worker slots ever used */
 	int32_t searching;
 	int32_t spinning;
+	/* Live workers with a `blocked` bit set: they hold a thread but run
+	 * nothing, so they do not count against the width. */
+	int32_t nblocked;
+	int32_t nsync; /* of which waiting in sq_sync (SQ_BLOCKED_SYNC) */
 	/* The searcher guarding the next-job slots, and the same while it
 	 * naps (see "Guarding next-job slots", pool_slot.c); NULL when
 	 * none. */
@@ -163,6 +187,14 @@ SQ_INTERNAL void _sq_pool_notify(void);
 SQ_INTERNAL struct sq_job_s *_sq_next_take(struct sq_worker_s *w, int *root);
 SQ_INTERNAL struct sq_job_s *_sq_next_guard(struct sq_worker_s *self,
 		int *root);
+SQ_INTERNAL struct sq_job_s *_sq_next_scan(struct sq_worker_s *self,
+		int *root);
+
+/* pool.c: marking a worker blocked (`blocked` bits, `nblocked`). */
+SQ_INTERNAL void _sq_worker_mark_blocked(struct sq_worker_s *w,
+		uint32_t bit);
+SQ_INTERNAL void _sq_worker_unmark_blocked(struct sq_worker_s *w,
+		uint32_t bit);
 
 /* pool_monitor.c: jobs started so far; starting and kicking the monitor. */
 SQ_INTERNAL uint64_t _sq_pool_jobs_total(void);

@@ -29,6 +29,15 @@
  * running): 100 ms. */
 #define SQ_STALL_TICKS_SEARCHING 50
 #define SQ_MONITOR_INTERVAL_NS (2 * NSEC_PER_MSEC)
+/* /proc looks at stuck workers per tick, at most (each costs an open, a
+ * read and a close, about 10 us). */
+#define SQ_PROC_LOOKS 4
+/* A worker waiting for its turn on a queue in sq_sync counts as blocked
+ * only once it has waited this long: callers of a busy serial queue queue
+ * up by the thousand for moments each, and more threads would only queue
+ * up too; a queue held this long (a long task on it, a drainer that
+ * waits) gets other work going. */
+#define SQ_SYNC_WAIT_COUNT_NS (20 * NSEC_PER_MSEC)
 /* After a kick whose saturation has passed, the monitor naps this long
  * before deciding to sleep until the next kick; kicked again during the
  * nap (bursts that saturate the pool for moments), it naps twice as long
@@ -152,6 +161,7 @@ static void *
 _sq_monitor_main(void *unused)
 {
 	static uint64_t last_jobs[SQ_POOL_MAX_THREADS];
+	uint32_t proc_turn = 0; /* where the next /proc looks start */
 	uint64_t last_total = 0;
 	int pending_ticks = 0, stalled_ticks = 0;
 	uint64_t nap_ns = SQ_MONITOR_NAP_NS;
@@ -242,18 +252,59 @@ _sq_monitor_main(void *unused)
 			continue;
 		}
 		/* Workers that made no progress since the last tick and are
-		 * not runnable are blocked (sleeping, waiting on I/O). */
-		int busy = 0, blocked = 0;
+		 * not runnable are blocked (sleeping, waiting on I/O). A
+		 * worker in one of the runtime's waits said so itself
+		 * (SQ_BLOCKED_WAIT): no /proc look. The others are looked at
+		 * in /proc, at most SQ_PROC_LOOKS a tick, taking turns, so
+		 * the cost does not grow with the number of threads; none at
+		 * the thread cap, where no worker can be added. */
+		int busy = 0, blocked = 0, looks = 0;
+		uint64_t now = _sq_monotonic_ns();
+		bool capped = __atomic_load_n(&_sq_pool.live,
+				__ATOMIC_RELAXED) >= _sq_pool.max_threads;
 		int32_t slots = __atomic_load_n(&_sq_pool.slots,
 				__ATOMIC_ACQUIRE);
-		for (int i = 0; i < slots; i++) {
+		for (int k = 0; k < slots; k++) {
+			int i = (int)((proc_turn + (uint32_t)k) %
+					(uint32_t)slots);
 			struct sq_worker_s *w = &_sq_pool.workers[i];
 			if (__atomic_load_n(&w->slot_state, __ATOMIC_ACQUIRE) !=
 					SQ_SLOT_LIVE)
 				continue;
 			uint64_t jobs = __atomic_load_n(&w->jobs,
 					__ATOMIC_RELAXED);
+			uint32_t marks = __atomic_load_n(&w->blocked,
+					__ATOMIC_RELAXED);
 			busy++;
+			bool stuck = jobs == last_jobs[i];
+			last_jobs[i] = jobs;
+			if (marks & SQ_BLOCKED_WAIT) {
+				/* Blocked, and for a tick at least. */
+				blocked += stuck;
+				continue;
+			}
+			if (marks & SQ_BLOCKED_SYNC) {
+				/* A sync caller: blocked once its wait has
+				 * lasted (see SQ_SYNC_WAIT_COUNT_NS). */
+				blocked += stuck && now - __atomic_load_n(
+						&w->blocked_at, __ATOMIC_RELAXED) >=
+						SQ_SYNC_WAIT_COUNT_NS;
+				continue;
+			}
+			if (!stuck) {
+				if (marks & SQ_BLOCKED_SEEN)
+					_sq_worker_unmark_blocked(w,
+							SQ_BLOCKED_SEEN);
+				continue;
+			}
+			if (marks & SQ_BLOCKED_SEEN) {
+				blocked++;
+				continue;
+			}
+			if (capped || looks == SQ_PROC_LOOKS)
+				continue;
+			if (looks++ == 0)
+				proc_turn = (uint32_t)i + 1;
 			/* Not blocked either: a worker asleep for a spin lock
 			 * waits for its holder, which runs (a preempted holder
 			 * of the root queue's lock while the submitter has the
@@ -262,13 +313,16 @@ _sq_monitor_main(void *unused)
 			 * at `nidle` above. Both flags are set before the
 			 * thread sleeps, so they are read after /proc says it
 			 * sleeps. */
-			if (jobs == last_jobs[i] && !_sq_worker_runnable(w) &&
+			if (!_sq_worker_runnable(w) &&
 					!__atomic_load_n(&w->lock_sleep,
 						__ATOMIC_RELAXED) &&
 					!__atomic_load_n(&w->parked,
-						__ATOMIC_RELAXED))
+						__ATOMIC_RELAXED)) {
 				blocked++;
-			last_jobs[i] = jobs;
+				/* Its queued jobs go to other workers first,
+				 * as an announced wait's do. */
+				_sq_worker_mark_blocked(w, SQ_BLOCKED_SEEN);
+			}
 		}
 		if (++pending_ticks < 2)
 			continue;

@@ -296,3 +296,67 @@ out:
 	__atomic_store_n(&_sq_pool.guard, NULL, __ATOMIC_SEQ_CST);
 	return job;
 }
+
+/* ---- Busy workers' looks -------------------------------------------------
+ *
+ * The guard is a searcher, and there may be none: while every worker runs
+ * (a hand-off chain on one, a long job on the other), a job left in the
+ * long job's owner's slot would wait for that job to end. So every worker,
+ * however busy, looks at the others' slots now and then: every 16th look
+ * for work, at most once per SQ_NEXT_SCAN_NS, it notes the first occupied
+ * slot it sees (entry and owner's job count), and at its next look takes
+ * that job if it is still there under the same job of its owner (Go's
+ * schedulers steal a runnext goroutine whose owner runs on the same way).
+ * A job in a slot therefore waits at most about two scan periods plus
+ * sixteen of the looker's jobs while any worker is taking jobs; a chain of
+ * hand-offs pays a clock read every 16 hops.
+ */
+
+#define SQ_NEXT_SCAN_NS (100 * NSEC_PER_USEC)
+
+struct sq_job_s *
+_sq_next_scan(struct sq_worker_s *self, int *root)
+{
+	uint32_t n = (uint32_t)__atomic_load_n(&_sq_pool.slots,
+			__ATOMIC_ACQUIRE);
+	if (n < 2)
+		return NULL;
+	uint64_t now = _sq_monotonic_ns();
+	if (now - self->scan_at < SQ_NEXT_SCAN_NS)
+		return NULL;
+	self->scan_at = now;
+	int32_t i = self->scan_victim;
+	if (i >= 0 && (uint32_t)i < n) {
+		struct sq_worker_s *v = &_sq_pool.workers[i];
+		uintptr_t e = self->scan_entry;
+		/* Acquire on success: the submitter's writes to the job. */
+		if (__atomic_load_n(&v->slot_state, __ATOMIC_ACQUIRE) ==
+				SQ_SLOT_LIVE && __atomic_load_n(&v->jobs,
+				__ATOMIC_RELAXED) == self->scan_jobs &&
+				__atomic_compare_exchange_n(&v->next, &e, 0,
+				false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			self->scan_victim = -1;
+			__atomic_store_n(&self->slot_takes, self->slot_takes + 1,
+					__ATOMIC_RELAXED);
+			*root = (int)(e & SQ_RING_ROOT_MASK);
+			return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+		}
+	}
+	self->scan_victim = -1;
+	uint32_t start = (uint32_t)(self - _sq_pool.workers) + 1;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t j = (start + k) % n;
+		struct sq_worker_s *v = &_sq_pool.workers[j];
+		if (v == self)
+			continue;
+		uintptr_t e = __atomic_load_n(&v->next, __ATOMIC_RELAXED);
+		if (e == 0 || __atomic_load_n(&v->slot_state,
+				__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
+			continue;
+		self->scan_victim = (int32_t)j;
+		self->scan_entry = e;
+		self->scan_jobs = __atomic_load_n(&v->jobs, __ATOMIC_RELAXED);
+		break;
+	}
+	return NULL;
+}

@@ -289,6 +289,10 @@ _sq_queue_enqueue_self(struct sq_queue_s *q)
 		_sq_queue_push(t, &q->job);
 }
 
+static bool _sq_drain_claim(struct sq_queue_s *q);
+static bool _sq_drain_start(struct sq_queue_s *q);
+static void _sq_drain_release(struct sq_queue_s *q);
+
 /*
  * Makes sure a queue with work and nothing stopping it is on its target.
  * The CAS that sets ENQUEUED is sequentially consistent: it pairs with the
@@ -311,16 +315,27 @@ _sq_queue_wakeup(struct sq_queue_s *q)
 			break;
 	}
 	SQ_CHAOS_POINT();
+	/* Sync callers wait in the queue: the first one may take it over
+	 * until the job we queue below runs ("Taking a queue over").
+	 * Seq-cst, after the CAS: a caller counts itself before it queues
+	 * its continuation and looks at the state after, so either we see
+	 * it counted or it sees ENQUEUED. */
+	if (q->type == SQ_QUEUE_TYPE_SERIAL && __atomic_load_n(
+			&q->sync_waiters, __ATOMIC_SEQ_CST) != 0 &&
+			_sq_drain_claim(q))
+		_sq_drain_release(q);
 	_sq_queue_enqueue_self(q);
 }
 
-/* The drainer gives the queue up: clear ENQUEUED, then look again. */
+/* The drainer gives the queue up: clear ENQUEUED (and DRAINING, and a
+ * waiter's WANTED: the look below wakes the queue up again, and the
+ * wake-up wakes a waiter), then look again. */
 static inline void
 _sq_queue_relinquish(struct sq_queue_s *q)
 {
 	SQ_CHAOS_POINT();
-	uint64_t s = __atomic_and_fetch(&q->state, ~SQ_STATE_ENQUEUED,
-			__ATOMIC_SEQ_CST);
+	uint64_t s = __atomic_and_fetch(&q->state, ~(SQ_STATE_ENQUEUED |
+			SQ_STATE_DRAINING | SQ_STATE_WANTED), __ATOMIC_SEQ_CST);
 	SQ_CHAOS_POINT();
 	/* The common case, nothing more to do, decided without reloading the
 	 * state (concurrent queues also look at their held-back barrier). */
@@ -666,6 +681,10 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 {
 	struct sq_frame_s frame;
 	size_t ran = 0;
+	/* A sync caller took the queue over while this job waited: the job
+	 * is its to finish ("Taking a queue over"). */
+	if (q->type == SQ_QUEUE_TYPE_SERIAL && !_sq_drain_start(q))
+		return 0;
 	uint32_t pops = __atomic_load_n(&q->pops, __ATOMIC_RELAXED);
 
 	_sq_drain_phase(q, SQ_DRAIN_LOOP);
@@ -687,10 +706,15 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 			 * ENQUEUED, with the drainer's reference. */
 			_sq_drain_phase(q, SQ_DRAIN_IDLE);
 			_sq_frame_pop(&frame);
-			if (q->type == SQ_QUEUE_TYPE_MAIN)
+			if (q->type == SQ_QUEUE_TYPE_MAIN) {
 				_sq_main_queue_wakeup();
-			else
+			} else {
+				/* Until the job runs again, a sync caller may
+				 * take the queue over. */
+				if (q->type == SQ_QUEUE_TYPE_SERIAL)
+					_sq_drain_release(q);
 				_sq_queue_push(_sq_queue_target(q), &q->job);
+			}
 			return ran;
 		}
 	}
@@ -942,8 +966,9 @@ _sq_serial_try_take(struct sq_queue_s *q)
 	if (!_sq_queue_is_empty(q))
 		return false;
 	/* Acquire: what the previous drainer wrote is visible to us. */
-	if (!__atomic_compare_exchange_n(&q->state, &s, s | SQ_STATE_ENQUEUED,
-			false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+	if (!__atomic_compare_exchange_n(&q->state, &s, s | SQ_STATE_ENQUEUED |
+			SQ_STATE_DRAINING, false, __ATOMIC_SEQ_CST,
+			__ATOMIC_RELAXED))
 		return false;
 	_sq_drain_phase(q, SQ_DRAIN_TASK);
 	return true;
@@ -1108,8 +1133,12 @@ _sq_sync_handoff(struct sq_cont_s *c)
 	 * queue for it. */
 	__atomic_store_n(&w->state, SQ_SYNC_GO, __ATOMIC_RELEASE);
 	_sq_futex_wake(&w->state, 1);
-	while (__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) == 0)
-		_sq_futex_wait(&w->done, 0, NULL);
+	if (__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) == 0) {
+		_sq_pool_block_begin(true);
+		while (__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) == 0)
+			_sq_futex_wait(&w->done, 0, NULL);
+		_sq_pool_block_end();
+	}
 	_sq_sync_cont_release(sc);
 }
 
@@ -1136,6 +1165,259 @@ _sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func)
 	_sq_frame_pop(&frame);
 	_sq_serial_give_back(q);
 	return true;
+}
+
+/* ---- Taking a queue over --------------------------------------------------
+ *
+ * A sync caller whose serial queue is waiting for a thread (ENQUEUED: its
+ * job sits in a run queue; not DRAINING: nobody pops) takes the queue
+ * over: it claims DRAINING, runs the jobs queued ahead of its own in FIFO
+ * order (another waiting caller's turn hands the queue to that caller, as
+ * any drainer does), then its own function, and gives DRAINING back. A
+ * pile-up of sync callers thus never needs another thread to move, even
+ * when every thread the pool may have is one of them and the queue's job
+ * is queued behind more of them.
+ *
+ * The queue's job stays where it is. When it runs, its drainer claims
+ * DRAINING; if a caller holds it, the drainer sets DETACHED instead and
+ * returns, and the caller finishes for it when it gives DRAINING back:
+ * it gives the queue up as a drainer does (clears ENQUEUED, looks again).
+ * Both are CASes on the state word, so exactly one of them has the job.
+ *
+ * Waiters are woken to take over: whoever gives DRAINING back while
+ * keeping ENQUEUED (a caller done with its turn, a drainer whose budget
+ * ran out, a wake-up that queues the job while callers wait) finds the
+ * first sync continuation in the queue, holding DRAINING so that none is
+ * popped meanwhile (pinned by a reference of its own), and moves its
+ * waiter from WAITING to RETRY. A caller that finds DRAINING held sets
+ * WANTED before it sleeps; a giver-back that sees WANTED but found no
+ * continuation (the caller's append was still on its way when it looked)
+ * claims DRAINING again and looks again. So a waiting caller always has
+ * someone who drains up to its continuation: the holder of DRAINING, or
+ * itself.
+ */
+
+/* How long a sync caller waits for its queue's job to start before it
+ * takes the queue over. */
+#define SQ_TAKE_OVER_NS (1 * NSEC_PER_MSEC)
+
+static bool
+_sq_job_is_sync(struct sq_job_s *job)
+{
+	return job->kind == SQ_JOB_CONT && (job->flags & SQ_CONT_SYNC);
+}
+
+/* Claims DRAINING on a queue whose job waits (ENQUEUED set, nobody
+ * popping); false when it is held or the queue is not waiting. */
+static bool
+_sq_drain_claim(struct sq_queue_s *q)
+{
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_SEQ_CST);
+	while ((s & SQ_STATE_ENQUEUED) && !(s & SQ_STATE_DRAINING)) {
+		if (__atomic_compare_exchange_n(&q->state, &s,
+				s | SQ_STATE_DRAINING, false, __ATOMIC_SEQ_CST,
+				__ATOMIC_SEQ_CST))
+			return true;
+	}
+	return false;
+}
+
+/* The queue's job runs: claim DRAINING for its drain, or hand the job to
+ * the caller that holds it (DETACHED) and return false. */
+static bool
+_sq_drain_start(struct sq_queue_s *q)
+{
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_SEQ_CST);
+	for (;;) {
+		uint64_t want = (s & SQ_STATE_DRAINING) ?
+				s | SQ_STATE_DETACHED : s | SQ_STATE_DRAINING;
+		SQ_CHAOS_POINT();
+		if (__atomic_compare_exchange_n(&q->state, &s, want, false,
+				__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			return !(s & SQ_STATE_DRAINING);
+	}
+}
+
+/* The first sync continuation queued on q, pinned (a reference of our
+ * own), or NULL. The caller holds DRAINING, so nothing is popped while we
+ * walk; appends in progress end the walk (their callers look for
+ * themselves after appending). */
+static struct sq_sync_cont_s *
+_sq_sync_first_waiter(struct sq_queue_s *q)
+{
+	struct sq_job_s *job = __atomic_load_n(&q->stashed, __ATOMIC_ACQUIRE);
+	struct cds_wfcq_node *n;
+	if (job != NULL && _sq_job_is_sync(job))
+		goto found;
+	/* Acquire: each link's store is a release by its appender. */
+	for (n = __atomic_load_n(&q->head.node.next, __ATOMIC_ACQUIRE);
+			n != NULL; n = __atomic_load_n(&n->next,
+			__ATOMIC_ACQUIRE)) {
+		job = (struct sq_job_s *)n;
+		if (_sq_job_is_sync(job))
+			goto found;
+	}
+	return NULL;
+found:;
+	struct sq_sync_cont_s *sc = (struct sq_sync_cont_s *)job;
+	__atomic_add_fetch(&sc->owners, 1, __ATOMIC_RELAXED);
+	return sc;
+}
+
+/* Gives DRAINING back (see above). Keeps ENQUEUED: the queue's job still
+ * waits in a run queue; unless it was DETACHED to us, and then the queue
+ * is given up as its drainer would (q may be gone after). */
+static void
+_sq_drain_release(struct sq_queue_s *q)
+{
+	for (;;) {
+		struct sq_sync_cont_s *first = NULL;
+		if (__atomic_load_n(&q->sync_waiters, __ATOMIC_SEQ_CST) != 0)
+			first = _sq_sync_first_waiter(q);
+		SQ_CHAOS_POINT();
+		uint64_t s = __atomic_load_n(&q->state, __ATOMIC_SEQ_CST);
+		uint64_t clear;
+		do {
+			clear = SQ_STATE_DRAINING | SQ_STATE_DETACHED |
+					SQ_STATE_WANTED;
+			if (s & SQ_STATE_DETACHED)
+				clear |= SQ_STATE_ENQUEUED;
+		} while (!__atomic_compare_exchange_n(&q->state, &s, s & ~clear,
+				false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST));
+		if (s & SQ_STATE_DETACHED) {
+			/* The job's drainer left it to us: give the queue up
+			 * and look again, as _sq_queue_relinquish does (the
+			 * wake-up wakes a waiter); drop its reference. */
+			if (first != NULL)
+				_sq_sync_cont_release(first);
+			_sq_queue_wakeup(q);
+			_sq_release_internal(q);
+			return;
+		}
+		if (first != NULL) {
+			uint32_t waiting = SQ_SYNC_WAITING;
+			/* Seq-cst: after our release of DRAINING, which the
+			 * woken caller's claim must see. */
+			if (__atomic_compare_exchange_n(&first->waiter.state,
+					&waiting, SQ_SYNC_RETRY, false,
+					__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+				_sq_futex_wake(&first->waiter.state, 1);
+			_sq_sync_cont_release(first);
+			return;
+		}
+		/* A caller wanted the queue, and its continuation was not
+		 * linked yet when we looked: look again. */
+		if (!(s & SQ_STATE_WANTED) || !_sq_drain_claim(q))
+			return;
+	}
+}
+
+/* A waiting caller tries to take q over and, if it can, drains it up to
+ * and including its own continuation. Returns whether its function ran. */
+static bool
+_sq_sync_take_over(struct sq_queue_s *q, struct sq_sync_cont_s *sc)
+{
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_SEQ_CST);
+	for (;;) {
+		if (!(s & SQ_STATE_ENQUEUED) || (s & (SQ_STATE_INACTIVE |
+				SQ_STATE_SUSPEND_MASK)))
+			return false; /* whoever wakes it up wakes us */
+		uint64_t want = (s & SQ_STATE_DRAINING) ?
+				s | SQ_STATE_WANTED : s | SQ_STATE_DRAINING;
+		if (want == s)
+			return false;
+		if (__atomic_compare_exchange_n(&q->state, &s, want, false,
+				__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+			if (s & SQ_STATE_DRAINING)
+				return false; /* its holder wakes us */
+			break;
+		}
+	}
+	SQ_CHAOS_POINT();
+	struct sq_frame_s frame;
+	bool ran = false;
+	uint32_t pops = __atomic_load_n(&q->pops, __ATOMIC_RELAXED);
+	_sq_drain_phase(q, SQ_DRAIN_LOOP);
+	_sq_frame_push(&frame, q, true);
+	while (_sq_drain_may_pop(q)) {
+		struct sq_job_s *job = _sq_queue_next(q);
+		if (job == NULL)
+			break;
+		_sq_drain_phase(q, SQ_DRAIN_TASK);
+		_sq_drain_pops(q, ++pops);
+		if (job == &sc->cont.job) {
+			/* Our turn: the queue's drainer's reference to our
+			 * continuation is ours now too. */
+			SQ_TRACE_SYNC_CALL(q, sc->cont.func, sc->cont.ctx);
+			_sq_sync_cont_release(sc);
+			ran = true;
+			break;
+		}
+		_sq_job_run(job);
+		_sq_drain_phase(q, SQ_DRAIN_LOOP);
+	}
+	_sq_drain_phase(q, SQ_DRAIN_IDLE);
+	_sq_frame_pop(&frame);
+	/* q lives on: our continuation's caller (us) still refers to it
+	 * until _sq_sync returns. */
+	_sq_drain_release(q);
+	return ran;
+}
+
+/* Waits for the caller's turn on q; takes q over when its job waits for a
+ * thread (may_take). Returns SQ_SYNC_GO (run now, the drainer waits),
+ * SQ_SYNC_DONE (the drainer ran it) or SQ_SYNC_RETRY (we ran it, having
+ * taken q over). */
+static uint32_t
+_sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc, bool may_take)
+{
+	uint32_t st;
+	bool blocked = false;
+	/* Not at once: a job queued a moment ago is usually about to start
+	 * on a worker, and the caller would run work that was not its own
+	 * while a worker went idle. */
+	uint64_t take_at = may_take ? _sq_monotonic_ns() + SQ_TAKE_OVER_NS : 0;
+	for (;;) {
+		st = __atomic_load_n(&sc->waiter.state, __ATOMIC_ACQUIRE);
+		if (st == SQ_SYNC_GO || st == SQ_SYNC_DONE)
+			break;
+		if (st == SQ_SYNC_RETRY) {
+			/* Seq-cst: before our look at the queue's state, so
+			 * a later giver-back's RETRY finds us WAITING. */
+			__atomic_compare_exchange_n(&sc->waiter.state, &st,
+					SQ_SYNC_WAITING, false, __ATOMIC_SEQ_CST,
+					__ATOMIC_ACQUIRE);
+			continue;
+		}
+		if (take_at != 0 && _sq_monotonic_ns() >= take_at) {
+			if (_sq_sync_take_over(q, sc)) {
+				st = SQ_SYNC_RETRY;
+				break;
+			}
+		}
+		if (!blocked) {
+			/* The watchdog looks for wait cycles: say what we
+			 * wait for. */
+			if (_sq_watching())
+				_sq_watch_wait_begin(q);
+			_sq_pool_block_begin(true);
+			blocked = true;
+		}
+		if (take_at != 0 && _sq_monotonic_ns() < take_at) {
+			/* Until our first try (a RETRY meanwhile waits for
+			 * it too). */
+			(void)_sq_futex_wait_until(&sc->waiter.state,
+					SQ_SYNC_WAITING, (sq_time_t)take_at);
+			continue;
+		}
+		_sq_futex_wait(&sc->waiter.state, SQ_SYNC_WAITING, NULL);
+	}
+	if (blocked) {
+		_sq_pool_block_end();
+		if (_sq_watching())
+			_sq_watch_wait_end();
+	}
+	return st;
 }
 
 static void
@@ -1177,17 +1459,18 @@ _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 	sc->barrier = barrier;
 	if (barrier)
 		__atomic_add_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
-	/* The watchdog looks for wait cycles: say what we wait for. */
-	if (_sq_watching())
-		_sq_watch_wait_begin(q);
+	/* A serial queue on a root queue can be taken over by its waiting
+	 * callers ("Taking a queue over"). Counted before the push: see
+	 * _sq_queue_wakeup. */
+	bool may_take = q->type == SQ_QUEUE_TYPE_SERIAL &&
+			_sq_queue_is_root(_sq_queue_target(q));
+	if (may_take)
+		__atomic_add_fetch(&q->sync_waiters, 1, __ATOMIC_SEQ_CST);
 	_sq_queue_push(q, &sc->cont.job);
 
-	uint32_t st;
-	while ((st = __atomic_load_n(&sc->waiter.state, __ATOMIC_ACQUIRE))
-			== SQ_SYNC_WAITING)
-		_sq_futex_wait(&sc->waiter.state, SQ_SYNC_WAITING, NULL);
-	if (_sq_watching())
-		_sq_watch_wait_end();
+	uint32_t st = _sq_sync_wait(q, sc, may_take);
+	if (may_take)
+		__atomic_sub_fetch(&q->sync_waiters, 1, __ATOMIC_RELAXED);
 	if (st == SQ_SYNC_GO) {
 		_sq_sync_run_here(q, barrier, ctx, func);
 		/* Release: the drainer and the tasks after us see our writes. */

@@ -63,6 +63,15 @@ enum sq_queue_type {
  *   bit 1       INACTIVE: created inactive and not yet activated.
  *   bit 2       INSPECT: a snapshot is counting the queue's jobs; its
  *               drainer takes none meanwhile (see "Drain marks").
+ *   bit 3       DRAINING (serial queues): someone is popping: the drainer
+ *               that runs the queue's job, a sync caller on the fast path,
+ *               or a sync caller that took the queue over while its job
+ *               waited for a thread (queue.c, "Taking a queue over").
+ *               ENQUEUED without DRAINING: the job waits in a run queue.
+ *   bit 4       DETACHED: the queue's job ran while a sync caller had
+ *               taken the queue over; the job is the caller's to finish.
+ *   bit 5       WANTED: a sync caller found DRAINING held and sleeps;
+ *               whoever drops DRAINING wakes a waiter.
  *   bits 32-62  suspend count.
  * A queue runs tasks only with all of these clear except ENQUEUED, which
  * the drainer holds.
@@ -70,6 +79,9 @@ enum sq_queue_type {
 #define SQ_STATE_ENQUEUED 0x1ull
 #define SQ_STATE_INACTIVE 0x2ull
 #define SQ_STATE_INSPECT 0x4ull
+#define SQ_STATE_DRAINING 0x8ull
+#define SQ_STATE_DETACHED 0x10ull
+#define SQ_STATE_WANTED 0x20ull
 #define SQ_STATE_SUSPEND_ONE (1ull << 32)
 #define SQ_STATE_SUSPEND_MASK (0x7fffffffull << 32)
 
@@ -93,6 +105,9 @@ struct sq_queue_s {
 	 * back until `running` drops to zero. */
 	int32_t running;
 	int32_t barriers;
+	/* Serial queues: sync callers queued and waiting, who may take the
+	 * queue over (queue.c, "Taking a queue over"). */
+	int32_t sync_waiters;
 	uint32_t trace_label; /* the label's number in traces, 0 until asked */
 	struct sq_cont_s *pending_barrier;
 
@@ -307,6 +322,8 @@ enum sq_sync_state {
 	SQ_SYNC_WAITING = 0, /* queued, the caller sleeps */
 	SQ_SYNC_GO = 1,      /* the caller may run now; the drainer waits */
 	SQ_SYNC_DONE = 2,    /* ran (by the drainer, or by the caller) */
+	SQ_SYNC_RETRY = 3,   /* the queue's job waits for a thread: the
+	                        caller should try to take the queue over */
 };
 
 struct sq_sync_waiter_s {

@@ -183,7 +183,9 @@ _sq_semaphore_sleep(struct sq_semaphore_s *s, sq_time_t deadline)
 			false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
 		return 0; /* the word moved: look again */
 	uint64_t slept_at = _sq_monotonic_ns();
+	_sq_pool_block_begin(false);
 	int r = _sq_futex_wait_until(&s->word, w + SQ_SEM_SLEEPER, deadline);
+	_sq_pool_block_end();
 	__atomic_sub_fetch(&s->word, SQ_SEM_SLEEPER, __ATOMIC_RELAXED);
 	/* A token within the spin maximum: a spin would have caught it. */
 	if (r == 0 && _sq_monotonic_ns() - slept_at < SQ_SEM_SPIN_MAX_NS)

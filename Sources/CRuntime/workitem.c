@@ -207,12 +207,25 @@ sq_workitem_testcancel(sq_workitem_t item)
 			WI_CANCELLED) != 0;
 }
 
+static bool
+_sq_workitem_is_finished(void *item)
+{
+	/* Acquire: as sq_workitem_wait's look. */
+	return (__atomic_load_n(&((struct sq_workitem_s *)item)->state,
+			__ATOMIC_ACQUIRE) & WI_FINISHED) != 0;
+}
+
 intptr_t
 sq_workitem_wait(sq_workitem_t item, sq_time_t timeout)
 {
 	_sq_object_validate("sq_workitem_wait", item);
 	/* Acquire: seeing FINISHED means seeing what the function wrote. */
 	uint32_t old = __atomic_load_n(&item->state, __ATOMIC_ACQUIRE);
+	/* A worker waiting for good runs what its task queued on its own
+	 * ring itself (pool.c, "Waiting helps"). */
+	if (!(old & WI_FINISHED) && timeout == SQ_TIME_FOREVER &&
+			_sq_pool_help(_sq_workitem_is_finished, item))
+		old = __atomic_load_n(&item->state, __ATOMIC_ACQUIRE);
 	for (;;) {
 		if (old & WI_FINISHED)
 			return 0;
@@ -229,7 +242,9 @@ sq_workitem_wait(sq_workitem_t item, sq_time_t timeout)
 		}
 		/* The futex compares the whole word: any change (started,
 		 * cancelled while running) just sends us round again. */
+		_sq_pool_block_begin(false);
 		int r = _sq_futex_wait_until(&item->state, old, timeout);
+		_sq_pool_block_end();
 		/* Acquire: as for the first load. */
 		old = __atomic_load_n(&item->state, __ATOMIC_ACQUIRE);
 		if (old & WI_FINISHED)
