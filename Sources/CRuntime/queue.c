@@ -891,6 +891,10 @@ sq_barrier_async_f(sq_queue_t queue, void *context, sq_function_t function)
 			SQ_CONT_BARRIER);
 }
 
+/* The sync continuation of the calling thread's innermost sync through a
+ * target chain that it took over ("Taking a queue over"). */
+static SQ_TLS struct sq_sync_cont_s *_sq_sync_own;
+
 /* ---- Sync -----------------------------------------------------------------
  *
  * Fast path: when the queue and every serial queue up its target chain are
@@ -1120,8 +1124,10 @@ _sq_sync_handoff(struct sq_cont_s *c)
 	struct sq_sync_cont_s *sc = (struct sq_sync_cont_s *)c;
 	struct sq_sync_waiter_s *w = &sc->waiter;
 
-	if (c->queue->type == SQ_QUEUE_TYPE_MAIN) {
-		/* Main-queue work runs on the main thread: run it here. */
+	if (c->queue->type == SQ_QUEUE_TYPE_MAIN || sc == _sq_sync_own) {
+		/* Main-queue work runs on the main thread, and a caller that
+		 * took over its queue's target chain reaches its own
+		 * continuation ("Taking a queue over"): run it here. */
 		_sq_sync_run_here(c->queue, sc->barrier, c->ctx, c->func);
 		__atomic_store_n(&w->state, SQ_SYNC_DONE, __ATOMIC_RELEASE);
 		_sq_futex_wake(&w->state, 1);
@@ -1200,6 +1206,9 @@ _sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func)
 /* How long a sync caller waits for its queue's job to start before it
  * takes the queue over. */
 #define SQ_TAKE_OVER_NS (1 * NSEC_PER_MSEC)
+/* The longest interval between a chain waiter's looks at the top of its
+ * chain. */
+#define SQ_CHAIN_LOOK_MAX_NS (64 * NSEC_PER_MSEC)
 
 static bool
 _sq_job_is_sync(struct sq_job_s *job)
@@ -1364,19 +1373,78 @@ _sq_sync_take_over(struct sq_queue_s *q, struct sq_sync_cont_s *sc)
 	return ran;
 }
 
+/* The serial queue at the top of q's chain (the one on a root queue) if
+ * every queue in the chain is serial; NULL otherwise. */
+static struct sq_queue_s *
+_sq_sync_chain_top(struct sq_queue_s *q)
+{
+	struct sq_queue_s *x = q;
+	for (int depth = 0; depth < SQ_MAX_TARGET_DEPTH; depth++) {
+		if (x->type != SQ_QUEUE_TYPE_SERIAL)
+			return NULL;
+		struct sq_queue_s *t = _sq_queue_target(x);
+		if (_sq_queue_is_root(t))
+			return x;
+		x = t;
+	}
+	return NULL;
+}
+
+/* A waiting caller whose queue q targets other serial queues takes over
+ * the top one when its job waits for a thread, and drains it until its
+ * own continuation has run (reached in a nested drain of q, where
+ * _sq_sync_handoff runs it here). Returns whether it ran. */
+static bool
+_sq_sync_take_over_chain(struct sq_queue_s *top, struct sq_sync_cont_s *sc)
+{
+	if (!_sq_drain_claim(top))
+		return false;
+	SQ_CHAOS_POINT();
+	struct sq_sync_cont_s *outer = _sq_sync_own;
+	_sq_sync_own = sc;
+	struct sq_frame_s frame;
+	uint32_t pops = __atomic_load_n(&top->pops, __ATOMIC_RELAXED);
+	_sq_drain_phase(top, SQ_DRAIN_LOOP);
+	_sq_frame_push(&frame, top, true);
+	/* Acquire: our function ran on this thread; the load only says
+	 * when to stop. */
+	while (__atomic_load_n(&sc->waiter.state, __ATOMIC_ACQUIRE) !=
+			SQ_SYNC_DONE && _sq_drain_may_pop(top)) {
+		struct sq_job_s *job = _sq_queue_next(top);
+		if (job == NULL)
+			break;
+		_sq_drain_phase(top, SQ_DRAIN_TASK);
+		_sq_drain_pops(top, ++pops);
+		_sq_job_run(job);
+		_sq_drain_phase(top, SQ_DRAIN_LOOP);
+	}
+	_sq_drain_phase(top, SQ_DRAIN_IDLE);
+	_sq_frame_pop(&frame);
+	_sq_sync_own = outer;
+	_sq_drain_release(top);
+	return __atomic_load_n(&sc->waiter.state, __ATOMIC_ACQUIRE) ==
+			SQ_SYNC_DONE;
+}
+
 /* Waits for the caller's turn on q; takes q over when its job waits for a
- * thread (may_take). Returns SQ_SYNC_GO (run now, the drainer waits),
- * SQ_SYNC_DONE (the drainer ran it) or SQ_SYNC_RETRY (we ran it, having
- * taken q over). */
+ * thread (may_take), or the top of its chain (a serial queue's chain of
+ * serial queues: looked at after SQ_TAKE_OVER_NS, then at doubling
+ * intervals up to SQ_CHAIN_LOOK_MAX_NS, since its waiters are not in the
+ * top queue where a giver-back looks). Returns SQ_SYNC_GO (run now, the
+ * drainer waits), SQ_SYNC_DONE (run: by the drainer, or by us through the
+ * chain) or SQ_SYNC_RETRY (we ran it, having taken q over). */
 static uint32_t
 _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc, bool may_take)
 {
 	uint32_t st;
 	bool blocked = false;
+	struct sq_queue_s *top = may_take ? NULL : _sq_sync_chain_top(q);
+	uint64_t chain_wait = SQ_TAKE_OVER_NS;
 	/* Not at once: a job queued a moment ago is usually about to start
 	 * on a worker, and the caller would run work that was not its own
 	 * while a worker went idle. */
-	uint64_t take_at = may_take ? _sq_monotonic_ns() + SQ_TAKE_OVER_NS : 0;
+	uint64_t take_at = may_take || top ? _sq_monotonic_ns() +
+			SQ_TAKE_OVER_NS : 0;
 	for (;;) {
 		st = __atomic_load_n(&sc->waiter.state, __ATOMIC_ACQUIRE);
 		if (st == SQ_SYNC_GO || st == SQ_SYNC_DONE)
@@ -1390,9 +1458,19 @@ _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc, bool may_take)
 			continue;
 		}
 		if (take_at != 0 && _sq_monotonic_ns() >= take_at) {
-			if (_sq_sync_take_over(q, sc)) {
+			if (top == NULL && _sq_sync_take_over(q, sc)) {
 				st = SQ_SYNC_RETRY;
 				break;
+			}
+			if (top != NULL) {
+				if (_sq_sync_take_over_chain(top, sc)) {
+					st = SQ_SYNC_DONE;
+					break;
+				}
+				chain_wait = chain_wait * 2 > SQ_CHAIN_LOOK_MAX_NS ?
+						SQ_CHAIN_LOOK_MAX_NS : chain_wait * 2;
+				take_at = _sq_monotonic_ns() + chain_wait;
+				continue;
 			}
 		}
 		if (!blocked) {

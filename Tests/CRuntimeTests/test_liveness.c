@@ -785,6 +785,84 @@ run_slot(void)
 			hops_during, pool_summary());
 }
 
+/* ---- 7: sync pile-up through a target chain, at the cap ------------------- */
+
+/*
+ * Items on a global queue sync twice onto "inner", a serial queue that
+ * targets the serial "outer", and write back with an async onto "outer";
+ * the pool may have no more threads than its width. When every thread is
+ * an item waiting in its second sync, "outer"'s job sits where one of
+ * them left it (its next-job slot, or the root queue behind more items):
+ * only a caller that takes the chain over moves.
+ */
+
+enum { CH_SUBMITTED, CH_STARTED, CH_READ, CH_WRITTEN, CH_DONE };
+
+static struct {
+	sq_queue_t outer, inner;
+	long counter; /* only on "outer" (and so on "inner") */
+} ch;
+
+static void
+chain_read(void *arg)
+{
+	*(long *)arg = ch.counter;
+	sqt_sleep_us(50);
+	bump(CH_READ);
+}
+
+static void
+chain_write(void *arg)
+{
+	ch.counter += sabotage_now(SAB_WRONG) ? 2 : 1;
+	bump(CH_WRITTEN);
+}
+
+static void
+chain_item(void *arg)
+{
+	long seen;
+	bump(CH_STARTED);
+	if (sabotage_now(SAB_HANG))
+		hang_forever();
+	sq_sync_f(ch.inner, &seen, chain_read);
+	sq_sync_f(ch.inner, &seen, chain_read);
+	if (!sabotage_now(SAB_LOSE))
+		sq_async_f(ch.outer, NULL, chain_write);
+	bump(CH_DONE);
+}
+
+static void
+run_chain(void)
+{
+	int n = scaled(2000);
+	ch.outer = sq_queue_create("outer", NULL);
+	ch.inner = sq_queue_create_with_target("inner", NULL, ch.outer);
+	sq_queue_t gq = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+	sq_group_t g = sq_group_create();
+	phase("submitting");
+	for (int i = 0; i < n; i++) {
+		sq_group_async_f(g, gq, NULL, chain_item);
+		bump(CH_SUBMITTED);
+	}
+	phase("sq_group_wait");
+	bool done = wait_group(g, 1000);
+	CHILD_CHECK(done, "items not done by the deadline: %ld/%d done, "
+			"%ld reads, %ld writes", ctr(CH_DONE), n, ctr(CH_READ),
+			ctr(CH_WRITTEN));
+	if (!done)
+		return;
+	phase("final sq_sync_f onto inner");
+	long final = -1;
+	sq_sync_f(ch.inner, &final, chain_read);
+	CHILD_CHECK(ctr(CH_READ) == 2 * n + 1, "%ld reads, expected %d",
+			ctr(CH_READ), 2 * n + 1);
+	CHILD_CHECK(final == n, "counter %ld after the drain, expected %d",
+			final, n);
+	snprintf(sh->info, sizeof(sh->info), "%d items, %ld reads, counter "
+			"%ld; %s", n, ctr(CH_READ), final, pool_summary());
+}
+
 /* ---- the table --------------------------------------------------------------- */
 
 static const struct scenario scenarios[] = {
@@ -802,6 +880,8 @@ static const struct scenario scenarios[] = {
 	{ 6, "child behind a computing parent", run_slot,
 	  { "hops", "parent started", "S's job ran", "parent done",
 	    "chain ended", NULL } },
+	{ 7, "chain pile-up at the cap", run_chain,
+	  { "submitted", "started", "read", "written", "done", NULL } },
 };
 #define NSCENARIOS ((int)(sizeof(scenarios) / sizeof(scenarios[0])))
 
@@ -1085,7 +1165,8 @@ main(void)
 						.sc = sc,
 						.width = widths[w],
 						.max_threads = sc->id == 3 ?
-							(cap ? 16 : 4) : 0,
+							(cap ? 16 : 4) : sc->id == 7 ?
+							widths[w] : 0,
 						/* Net off for every other one. */
 						.net = (w + sc->id + cap + (int)round) % 2 == 0,
 					};
@@ -1102,7 +1183,8 @@ main(void)
 			struct config c = {
 				.sc = sc,
 				.width = 2,
-				.max_threads = sc->id == 3 ? 4 : 0,
+				.max_threads = sc->id == 3 ? 4 : sc->id == 7 ?
+					2 : 0,
 				.net = (sc->id + (int)round) % 2 == 0,
 				.contention = true,
 			};
