@@ -156,23 +156,25 @@ test-c: lib $(TEST_BINS) $(BLOCKS_TESTS)
 	@sh Tests/CRuntimeTests/run.sh $(TEST_BINS) $(BLOCKS_TESTS)
 
 # The C suite again with a pool of 8 workers, standing in for a bigger
-# machine (the width matrix and the guarantee checker run every width
-# themselves).
+# machine (the width matrix, the guarantee checker and the liveness
+# scenarios run every width themselves).
 test-c-wide: lib $(TEST_BINS) $(BLOCKS_TESTS)
 	@echo "C suite with SQ_WORKERS=8:"
 	@SQ_WORKERS=8 sh Tests/CRuntimeTests/run.sh \
-	  $(filter-out %/test_pool_matrix %/test_guarantees,$(TEST_BINS)) $(BLOCKS_TESTS)
+	  $(filter-out %/test_pool_matrix %/test_guarantees %/test_liveness,$(TEST_BINS)) \
+	  $(BLOCKS_TESTS)
 
 # The pool's width matrix and the guarantee checker in a chaos build;
 # test-chaos-short is CI's pass.
-CHAOS_TESTS := test_pool_matrix test_queue_wakeups test_queue_stress test_guarantees
+CHAOS_TESTS := test_pool_matrix test_queue_wakeups test_queue_stress test_guarantees \
+               test_liveness
 test-chaos: deps
 	$(MAKE) --no-print-directory BUILD=build-chaos CHAOS=1 \
 	  $(addprefix build-chaos/tests/,$(CHAOS_TESTS))
 	@sh Tests/CRuntimeTests/run.sh $(addprefix build-chaos/tests/,$(CHAOS_TESTS))
 
 test-chaos-short: deps
-	@SQT_MATRIX_SCALE=20 SQT_SECONDS=2 $(MAKE) --no-print-directory test-chaos
+	@SQT_MATRIX_SCALE=20 SQT_SECONDS=2 SQT_LIVENESS_SCALE=0.3 $(MAKE) --no-print-directory test-chaos
 
 # The guarantee checker's long form: SOAK_SECONDS of random programs,
 # every width in turn, fresh seeds each round (a chaos soak:

@@ -516,7 +516,9 @@ _sq_pool_spawn_err(bool force)
 		w->parked = 0;
 		w->leave = false;
 		w->root = SQ_ROOT_DEFAULT;
-		w->blocked = 0;
+		/* Atomic: a thief may still look at the slot's previous
+		 * worker's word (it skips a slot that is not LIVE). */
+		__atomic_store_n(&w->blocked, 0, __ATOMIC_RELAXED);
 		w->block_depth = 0;
 		w->scan_victim = -1;
 		__atomic_store_n(&w->slot_state, SQ_SLOT_LIVE, __ATOMIC_RELEASE);
@@ -635,16 +637,16 @@ _sq_pool_wake_sleeper(void)
 	_sq_futex_wake(&g->guard_nap, 1);
 }
 
-/* Live workers that are not blocked in a wait, a sync caller's wait for
- * its turn counting as running (racy: a count to compare with the width;
- * see _sq_pool_compensate). Seq-cst: read after a job's enqueue, as
- * `live` is. */
+/* Live workers that are not in an announced wait; a sync caller's wait
+ * for its turn counts as running (see _sq_pool_compensate), and so does
+ * blocking only the monitor has seen (it compensates for it itself).
+ * Racy: a count to compare with the width. Seq-cst: read after a job's
+ * enqueue, as `live` is. */
 static inline int32_t
 _sq_pool_running(void)
 {
 	return __atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) -
-			__atomic_load_n(&_sq_pool.nblocked, __ATOMIC_SEQ_CST) +
-			__atomic_load_n(&_sq_pool.nsync, __ATOMIC_SEQ_CST);
+			__atomic_load_n(&_sq_pool.nwaiting, __ATOMIC_SEQ_CST);
 }
 
 /* Gets one more worker looking for work, unless one already is. */
@@ -806,9 +808,9 @@ _sq_take_blocked(struct sq_worker_s *self, int *root)
 	uint32_t start = self->tick * 2654435761u;
 	for (uint32_t k = 0; k < slots; k++) {
 		struct sq_worker_s *v = &_sq_pool.workers[(start + k) % slots];
-		if (v == self || __atomic_load_n(&v->blocked,
-				__ATOMIC_ACQUIRE) == 0 || __atomic_load_n(
-				&v->slot_state, __ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
+		if (v == self || __atomic_load_n(&v->slot_state,
+				__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE ||
+				__atomic_load_n(&v->blocked, __ATOMIC_ACQUIRE) == 0)
 			continue;
 		/* The owner (back from its wait) may take it too: the
 		 * exchange gives it to one of us. Acquire: the submitter's
@@ -1055,8 +1057,14 @@ _sq_worker_park(struct sq_worker_s *w)
 	 * and maps a ring) is not time spent counted as idle. */
 	SQ_POOL_EVENT(SQ_TRACE_PARK, w, 0);
 	w->parked_at = _sq_monotonic_ns();
-	__atomic_store_n(&w->parked, 1, __ATOMIC_RELAXED);
+	/* Seq-cst: the monitor marks a worker it sees asleep, then looks at
+	 * `parked`; we store `parked`, then look at the mark (below), so a
+	 * mark that lands on a parking worker is taken off by one of us. */
+	__atomic_store_n(&w->parked, 1, __ATOMIC_SEQ_CST);
 	_sq_idle_push(w);
+	if (SQ_UNLIKELY(__atomic_load_n(&w->blocked, __ATOMIC_SEQ_CST) &
+			SQ_BLOCKED_SEEN))
+		_sq_worker_unmark_blocked(w, SQ_BLOCKED_SEEN);
 	SQ_CHAOS_POINT();
 	/* Pairs with the submitter's enqueue-then-notify: either its
 	 * idle_pop (after our push, by the idle lock) finds us, or our look
@@ -1178,13 +1186,13 @@ _sq_worker_main(void *arg)
 		struct sq_job_s *job = _sq_find_work(w, &root, &handoff);
 		if (job) {
 			SQ_CHAOS_POINT();
-			/* Running again: the monitor's mark goes. */
-			if (SQ_UNLIKELY(__atomic_load_n(&w->blocked,
-					__ATOMIC_RELAXED) & SQ_BLOCKED_SEEN))
-				_sq_worker_unmark_blocked(w, SQ_BLOCKED_SEEN);
 			if (w->searching)
 				_sq_worker_stop_searching(w);
 			_sq_worker_run(w, job, root, handoff);
+			/* The job that the monitor saw blocked has ended. */
+			if (SQ_UNLIKELY(__atomic_load_n(&w->blocked,
+					__ATOMIC_RELAXED) & SQ_BLOCKED_SEEN))
+				_sq_worker_unmark_blocked(w, SQ_BLOCKED_SEEN);
 			/* The job may have made true what the main thread
 			 * waits for in sq_main_queue_run_until. */
 			_sq_main_runner_job_done();
@@ -1300,8 +1308,8 @@ _sq_pool_block_begin(bool sync)
 		__atomic_store_n(&w->blocked_at, _sq_monotonic_ns(),
 				__ATOMIC_RELAXED);
 	w->block_bit = bit;
-	if (sync)
-		__atomic_add_fetch(&_sq_pool.nsync, 1, __ATOMIC_SEQ_CST);
+	if (!sync)
+		__atomic_add_fetch(&_sq_pool.nwaiting, 1, __ATOMIC_SEQ_CST);
 	_sq_worker_mark_blocked(w, bit);
 	SQ_CHAOS_POINT();
 	/* After the mark (seq-cst): a worker that looks for work from now
@@ -1317,8 +1325,8 @@ _sq_pool_block_end(void)
 	if (w == NULL || --w->block_depth != 0)
 		return;
 	_sq_worker_unmark_blocked(w, w->block_bit);
-	if (w->block_bit == SQ_BLOCKED_SYNC)
-		__atomic_sub_fetch(&_sq_pool.nsync, 1, __ATOMIC_SEQ_CST);
+	if (w->block_bit == SQ_BLOCKED_WAIT)
+		__atomic_sub_fetch(&_sq_pool.nwaiting, 1, __ATOMIC_SEQ_CST);
 }
 
 /* ---- Waiting helps ---------------------------------------------------------

@@ -101,7 +101,7 @@ struct sq_pool_s {
 	/* Live workers with a `blocked` bit set: they hold a thread but run
 	 * nothing, so they do not count against the width. */
 	int32_t nblocked;
-	int32_t nsync; /* of which waiting in sq_sync (SQ_BLOCKED_SYNC) */
+	int32_t nwaiting; /* of which in an announced wait (SQ_BLOCKED_WAIT) */
 	/* The searcher guarding the next-job slots, and the same while it
 	 * naps (see "Guarding next-job slots", pool_slot.c); NULL when
 	 * none. */

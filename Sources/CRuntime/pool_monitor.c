@@ -29,6 +29,11 @@
  * running): 100 ms. */
 #define SQ_STALL_TICKS_SEARCHING 50
 #define SQ_MONITOR_INTERVAL_NS (2 * NSEC_PER_MSEC)
+/* With more workers than this, ticks come every SQ_MONITOR_INTERVAL_NS
+ * per this many workers, and every SQ_MONITOR_CAPPED_NS at most (and at
+ * the thread cap). */
+#define SQ_MONITOR_WORKERS_PER_TICK 32
+#define SQ_MONITOR_CAPPED_NS (20 * NSEC_PER_MSEC)
 /* /proc looks at stuck workers per tick, at most (each costs an open, a
  * read and a close, about 10 us). */
 #define SQ_PROC_LOOKS 4
@@ -206,7 +211,19 @@ _sq_monitor_main(void *unused)
 					__ATOMIC_SEQ_CST);
 			continue;
 		}
-		struct timespec tick = { 0, (long)SQ_MONITOR_INTERVAL_NS };
+		/* A tick looks at every worker's counters: with many
+		 * workers it comes less often, so that its cost per second
+		 * stays flat (at the thread cap, where it could add nobody,
+		 * it only keeps the safety net). */
+		int32_t nlive = __atomic_load_n(&_sq_pool.live,
+				__ATOMIC_RELAXED);
+		uint64_t every = nlive >= _sq_pool.max_threads ?
+				SQ_MONITOR_CAPPED_NS : SQ_MONITOR_INTERVAL_NS *
+				(uint64_t)(nlive > SQ_MONITOR_WORKERS_PER_TICK ?
+				nlive / SQ_MONITOR_WORKERS_PER_TICK : 1);
+		if (every > SQ_MONITOR_CAPPED_NS)
+			every = SQ_MONITOR_CAPPED_NS;
+		struct timespec tick = { 0, (long)every };
 		nanosleep(&tick, NULL);
 
 		if (!_sq_pool_has_work()) {
@@ -297,12 +314,11 @@ _sq_monitor_main(void *unused)
 							SQ_BLOCKED_SEEN);
 				continue;
 			}
-			if (marks & SQ_BLOCKED_SEEN) {
-				blocked++;
+			if (capped || looks == SQ_PROC_LOOKS) {
+				/* No look this tick: as last seen. */
+				blocked += (marks & SQ_BLOCKED_SEEN) != 0;
 				continue;
 			}
-			if (capped || looks == SQ_PROC_LOOKS)
-				continue;
 			if (looks++ == 0)
 				proc_turn = (uint32_t)i + 1;
 			/* Not blocked either: a worker asleep for a spin lock
@@ -319,9 +335,20 @@ _sq_monitor_main(void *unused)
 					!__atomic_load_n(&w->parked,
 						__ATOMIC_RELAXED)) {
 				blocked++;
+				if (marks & SQ_BLOCKED_SEEN)
+					continue;
 				/* Its queued jobs go to other workers first,
-				 * as an announced wait's do. */
+				 * as an announced wait's do. Seq-cst mark,
+				 * then look at `parked`: a worker that parked
+				 * meanwhile may have missed the mark. */
 				_sq_worker_mark_blocked(w, SQ_BLOCKED_SEEN);
+				if (__atomic_load_n(&w->parked,
+						__ATOMIC_SEQ_CST))
+					_sq_worker_unmark_blocked(w,
+							SQ_BLOCKED_SEEN);
+			} else if (marks & SQ_BLOCKED_SEEN) {
+				/* Running again, in the same long job. */
+				_sq_worker_unmark_blocked(w, SQ_BLOCKED_SEEN);
 			}
 		}
 		if (++pending_ticks < 2)

@@ -99,9 +99,11 @@ test_flood_compensates_nothing(void)
 			"started for blocking, %u live of width %u\n", rounds,
 			FLOOD_TASKS, (unsigned long long)(after.compensated -
 				before.compensated), after.live, after.width);
-	/* Sanitizers' own internal locks can make a worker look blocked. */
+	/* Sanitizers' own internal locks can make a worker look blocked
+	 * (ThreadSanitizer: 2-5 here, where every atomic takes its
+	 * locks). */
 	CHECK(after.compensated - before.compensated <=
-			(uint64_t)SQT_SCALE(0, 4));
+			(uint64_t)SQT_SCALE(0, 8));
 }
 
 /* ---- HIGH before LOW when the pool is saturated --------------------------- */
