@@ -61,6 +61,14 @@ let package = Package(
             dependencies: ["SwiftQueues"],
             path: "Tests/ExecutorAppMain"
         ),
+        // Liveness shapes (work queued behind blocked or computing threads),
+        // one per run: LivenessTests start it as a child with a deadline,
+        // so a hang fails the test instead of hanging the run.
+        .executableTarget(
+            name: "LivenessChecks",
+            dependencies: ["SwiftQueues"],
+            path: "Tests/LivenessChecks"
+        ),
         // Misuse of the Swift API, one case per run: the tests check each
         // message, also from a release build (`make test` builds it so).
         .executableTarget(

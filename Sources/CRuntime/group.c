@@ -187,6 +187,13 @@ sq_group_leave(sq_group_t group)
 	_sq_group_leave(group);
 }
 
+/* A continuation that is a member of the group (sq_group_async_f). */
+static bool
+_sq_group_is_member(const struct sq_cont_s *c, void *group)
+{
+	return (c->job.flags & SQ_CONT_GROUP) && c->data == group;
+}
+
 static bool
 _sq_group_is_empty(void *group)
 {
@@ -206,7 +213,8 @@ sq_group_wait(sq_group_t group, sq_time_t timeout)
 	/* A worker waiting for good runs the members its task queued on
 	 * its own ring itself, depth first (pool.c, "Waiting helps"). */
 	if ((old & GROUP_COUNT_MASK) != 0 && timeout == SQ_TIME_FOREVER &&
-			_sq_pool_help(_sq_group_is_empty, g))
+			_sq_pool_help(_sq_group_is_empty, _sq_group_is_member,
+			g))
 		old = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
 	for (;;) {
 		if ((old & GROUP_COUNT_MASK) == 0)

@@ -234,9 +234,12 @@ SQ_INTERNAL void _sq_main_queue_atfork_child(void);
  * workers"). Nothing on other threads. Nest. */
 SQ_INTERNAL void _sq_pool_block_begin(bool sync);
 SQ_INTERNAL void _sq_pool_block_end(void);
-/* A worker about to wait forever runs the jobs its current job queued on
- * its own ring (newest first) until done(arg) (pool.c, "Waiting helps").
+/* A worker about to wait forever for `arg` runs, newest first, the
+ * continuations its current job queued on its own ring that are part of
+ * what it waits for (`mine`), until done(arg) (pool.c, "Waiting helps").
  * Returns whether it ran any. */
-SQ_INTERNAL bool _sq_pool_help(bool (*done)(void *), void *arg);
+struct sq_cont_s;
+SQ_INTERNAL bool _sq_pool_help(bool (*done)(void *),
+		bool (*mine)(const struct sq_cont_s *, void *), void *arg);
 
 #endif /* SWIFTQUEUES_INTERNAL_H */

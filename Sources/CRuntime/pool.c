@@ -798,10 +798,10 @@ _sq_steal(struct sq_worker_s *self, int *root)
 	return NULL;
 }
 
-/* A job queued behind a blocked worker: its next-job slot, then its
- * ring. NULL when no blocked worker has one. */
+/* A job queued behind a blocked worker: its next-job slot, then (with
+ * `rings`) its ring. NULL when no blocked worker has one. */
 static struct sq_job_s *
-_sq_take_blocked(struct sq_worker_s *self, int *root)
+_sq_take_blocked(struct sq_worker_s *self, int *root, bool rings)
 {
 	uint32_t slots = (uint32_t)__atomic_load_n(&_sq_pool.slots,
 			__ATOMIC_ACQUIRE);
@@ -818,7 +818,7 @@ _sq_take_blocked(struct sq_worker_s *self, int *root)
 		uintptr_t e = 0;
 		if (__atomic_load_n(&v->next, __ATOMIC_RELAXED) != 0)
 			e = __atomic_exchange_n(&v->next, 0, __ATOMIC_ACQ_REL);
-		if (e == 0)
+		if (e == 0 && rings)
 			e = _sq_ring_pop(&v->ring);
 		if (e != 0) {
 			*root = (int)(e & SQ_RING_ROOT_MASK);
@@ -841,12 +841,23 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 		*root = (int)(entry & SQ_RING_ROOT_MASK);
 		return (struct sq_job_s *)(entry & ~SQ_RING_ROOT_MASK);
 	}
-	/* What waits behind a blocked thread goes before new work: the run
-	 * queue belongs to the worker slot, not to its thread (Go's P). */
-	if (__atomic_load_n(&_sq_pool.nblocked, __ATOMIC_RELAXED) != 0 &&
-			(job = _sq_take_blocked(w, root)))
+	/* What waits behind a blocked thread does not wait for it: the run
+	 * queue belongs to the worker slot, not to its thread (Go's P). Its
+	 * next-job slot goes before new work (one job: the hand-off it made
+	 * last, often a queue it woke up, which callers wait for); its ring
+	 * after the roots, before other workers' rings. Not the ring first:
+	 * it may hold an endless supply of long jobs (a test runner's tests,
+	 * each of which sleeps, all queued from one worker), and a timer's
+	 * handler queued on a root waited behind them (Swift's timer tests
+	 * with SwiftQueues as the global executor: no fire in 1 s, with the
+	 * ring taken first even one look in 8). */
+	bool blocked = __atomic_load_n(&_sq_pool.nblocked, __ATOMIC_RELAXED)
+			!= 0;
+	if (blocked && (job = _sq_take_blocked(w, root, false)))
 		return job;
 	if ((job = _sq_roots_pop(root)))
+		return job;
+	if (blocked && (job = _sq_take_blocked(w, root, true)))
 		return job;
 	return _sq_steal(w, root);
 }
@@ -1332,21 +1343,25 @@ _sq_pool_block_end(void)
 /* ---- Waiting helps ---------------------------------------------------------
  *
  * A worker that waits forever for a group or a work item first runs, on
- * its own thread, the jobs its current job queued on its ring, newest
- * first, while what it waits for is not done (oneTBB's waiting thread runs
+ * its own thread, what it waits for that its current job queued on its
+ * ring, newest first, while it is not done (oneTBB's waiting thread runs
  * its own tasks the same way): a fork-join tree written the GCD way
- * (each task submits its children to a global queue and waits for its
- * group) then runs depth first on the pool's width, instead of parking a
- * thread per waiting node. Isolation: only continuations (a queue's drain
- * job could run work that needs what the waiter holds), only entries its
- * own job pushed (at or after the ring's tail when the job started: its
- * children and theirs), and not at all while the waiter holds a queue
+ * (each task submits its children to a global queue with
+ * sq_group_async_f and waits for its group) then runs depth first on the
+ * pool's width, instead of parking a thread per waiting node. Isolation:
+ * only the newest entry, and only while it is a continuation of what is
+ * waited for (a member of the group, the work item itself: other work,
+ * a queue's drain job above all, could need what the waiter holds, and
+ * an operation queue's runners are not the caller's to run); only entries
+ * its own job pushed (at or after the ring's tail when the job started:
+ * its children and theirs); and not at all while the waiter holds a queue
  * alone (a serial queue's task, a barrier), whose work a child might sync
  * onto. Thieves still take from the other end.
  */
 
 bool
-_sq_pool_help(bool (*done)(void *), void *arg)
+_sq_pool_help(bool (*done)(void *), bool (*mine)(const struct sq_cont_s *,
+		void *), void *arg)
 {
 	struct sq_worker_s *w = _sq_self;
 	if (w == NULL || _sq_apply_depth != 0)
@@ -1360,7 +1375,8 @@ _sq_pool_help(bool (*done)(void *), void *arg)
 		if (e == 0)
 			break;
 		struct sq_job_s *job = (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
-		if (job->kind != SQ_JOB_CONT) {
+		if (job->kind != SQ_JOB_CONT ||
+				!mine((const struct sq_cont_s *)job, arg)) {
 			/* Back where it was (we just freed that entry). */
 			(void)_sq_ring_push(&w->ring, e);
 			break;

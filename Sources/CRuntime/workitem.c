@@ -207,6 +207,13 @@ sq_workitem_testcancel(sq_workitem_t item)
 			WI_CANCELLED) != 0;
 }
 
+/* The continuation sq_async_workitem made for the item. */
+static bool
+_sq_workitem_is_its_job(const struct sq_cont_s *c, void *item)
+{
+	return c->func == _sq_workitem_invoke && c->ctx == item;
+}
+
 static bool
 _sq_workitem_is_finished(void *item)
 {
@@ -224,7 +231,8 @@ sq_workitem_wait(sq_workitem_t item, sq_time_t timeout)
 	/* A worker waiting for good runs what its task queued on its own
 	 * ring itself (pool.c, "Waiting helps"). */
 	if (!(old & WI_FINISHED) && timeout == SQ_TIME_FOREVER &&
-			_sq_pool_help(_sq_workitem_is_finished, item))
+			_sq_pool_help(_sq_workitem_is_finished,
+			_sq_workitem_is_its_job, item))
 		old = __atomic_load_n(&item->state, __ATOMIC_ACQUIRE);
 	for (;;) {
 		if (old & WI_FINISHED)
