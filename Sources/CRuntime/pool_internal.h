@@ -22,6 +22,9 @@
  * "Next-job slot", pool_slot.c). */
 #define SQ_NEXT_STREAK 32u
 
+/* Occupied slots a busy worker notes at one look (pool_slot.c). */
+#define SQ_SCAN_CANDIDATES 8
+
 /* A worker's `blocked` bits. */
 #define SQ_BLOCKED_WAIT 1u /* in a wait of the runtime's (announced) */
 #define SQ_BLOCKED_SEEN 2u /* seen asleep mid-job by the monitor */
@@ -74,9 +77,12 @@ struct sq_worker_s {
 	/* Owner only: the busy worker's look at the others' slots
 	 * (_sq_next_scan, pool_slot.c). */
 	uint32_t looks;
-	int32_t scan_victim;  /* worker index of the candidate, or -1 */
-	uintptr_t scan_entry; /* its slot entry and job count when seen */
-	uint64_t scan_jobs;
+	uint32_t scan_count;  /* candidates noted at the last look */
+	struct {
+		int32_t victim;   /* worker index */
+		uintptr_t entry;  /* its slot entry and job count when seen */
+		uint64_t jobs;
+	} scan[SQ_SCAN_CANDIDATES];
 	uint64_t scan_at;
 	/* Diagnostics, written by this worker only (_sq_debug_pool_handoffs). */
 	uint64_t handoffs;   /* slot jobs it ran as their owner */

@@ -303,10 +303,13 @@ out:
  * (a hand-off chain on one, a long job on the other), a job left in the
  * long job's owner's slot would wait for that job to end. So every worker,
  * however busy, looks at the others' slots now and then: every 16th look
- * for work, at most once per SQ_NEXT_SCAN_NS, it notes the first occupied
- * slot it sees (entry and owner's job count), and at its next look takes
- * that job if it is still there under the same job of its owner (Go's
- * schedulers steal a runnext goroutine whose owner runs on the same way).
+ * for work, at most once per SQ_NEXT_SCAN_NS, it notes the occupied slots
+ * it sees (up to SQ_SCAN_CANDIDATES: entry and owner's job count), and at
+ * its next look takes a job that is still there under the same job of its
+ * owner (Go's schedulers steal a runnext goroutine whose owner runs on the
+ * same way). Not just the first occupied slot: a chain of hand-offs on
+ * another worker occupies its slot nearly always, with a new entry each
+ * time, and would be the only candidate ever noted.
  * A job in a slot therefore waits at most about two scan periods plus
  * sixteen of the looker's jobs while any worker is taking jobs; a chain of
  * hand-offs pays a clock read every 16 hops.
@@ -325,26 +328,34 @@ _sq_next_scan(struct sq_worker_s *self, int *root)
 	if (now - self->scan_at < SQ_NEXT_SCAN_NS)
 		return NULL;
 	self->scan_at = now;
-	int32_t i = self->scan_victim;
-	if (i >= 0 && (uint32_t)i < n) {
+	/* A candidate still there, under the same job of its owner, has sat
+	 * a whole scan period behind a busy owner: take it. */
+	for (uint32_t c = 0; c < self->scan_count; c++) {
+		int32_t i = self->scan[c].victim;
+		if ((uint32_t)i >= n)
+			continue;
 		struct sq_worker_s *v = &_sq_pool.workers[i];
-		uintptr_t e = self->scan_entry;
+		uintptr_t e = self->scan[c].entry;
 		/* Acquire on success: the submitter's writes to the job. */
 		if (__atomic_load_n(&v->slot_state, __ATOMIC_ACQUIRE) ==
 				SQ_SLOT_LIVE && __atomic_load_n(&v->jobs,
-				__ATOMIC_RELAXED) == self->scan_jobs &&
+				__ATOMIC_RELAXED) == self->scan[c].jobs &&
 				__atomic_compare_exchange_n(&v->next, &e, 0,
 				false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			self->scan_victim = -1;
+			self->scan_count = 0;
 			__atomic_store_n(&self->slot_takes, self->slot_takes + 1,
 					__ATOMIC_RELAXED);
 			*root = (int)(e & SQ_RING_ROOT_MASK);
 			return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
 		}
 	}
-	self->scan_victim = -1;
+	/* Note the occupied slots now (up to SQ_SCAN_CANDIDATES, starting
+	 * after this worker so that lookers spread), for the next look. A
+	 * chain of hand-offs refills its slot every hop, so its entry never
+	 * matches twice; a job under a busy owner does. */
+	uint32_t count = 0;
 	uint32_t start = (uint32_t)(self - _sq_pool.workers) + 1;
-	for (uint32_t k = 0; k < n; k++) {
+	for (uint32_t k = 0; k < n && count < SQ_SCAN_CANDIDATES; k++) {
 		uint32_t j = (start + k) % n;
 		struct sq_worker_s *v = &_sq_pool.workers[j];
 		if (v == self)
@@ -353,10 +364,12 @@ _sq_next_scan(struct sq_worker_s *self, int *root)
 		if (e == 0 || __atomic_load_n(&v->slot_state,
 				__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
 			continue;
-		self->scan_victim = (int32_t)j;
-		self->scan_entry = e;
-		self->scan_jobs = __atomic_load_n(&v->jobs, __ATOMIC_RELAXED);
-		break;
+		self->scan[count].victim = (int32_t)j;
+		self->scan[count].entry = e;
+		self->scan[count].jobs = __atomic_load_n(&v->jobs,
+				__ATOMIC_RELAXED);
+		count++;
 	}
+	self->scan_count = count;
 	return NULL;
 }
