@@ -1206,8 +1206,8 @@ _sq_queue_try_run_here_f(sq_queue_t q, void *ctx, sq_function_t func)
 /* How long a sync caller waits for its queue's job to start before it
  * takes the queue over. */
 #define SQ_TAKE_OVER_NS (1 * NSEC_PER_MSEC)
-/* The longest interval between a chain waiter's looks at the top of its
- * chain. */
+/* The longest interval between a waiting caller's looks at its queue (or
+ * at the top of its chain). */
 #define SQ_CHAIN_LOOK_MAX_NS (64 * NSEC_PER_MSEC)
 
 static bool
@@ -1428,9 +1428,8 @@ _sq_sync_take_over_chain(struct sq_queue_s *top, struct sq_sync_cont_s *sc)
 
 /* Waits for the caller's turn on q; takes q over when its job waits for a
  * thread (may_take), or the top of its chain (a serial queue's chain of
- * serial queues: looked at after SQ_TAKE_OVER_NS, then at doubling
- * intervals up to SQ_CHAIN_LOOK_MAX_NS, since its waiters are not in the
- * top queue where a giver-back looks). Returns SQ_SYNC_GO (run now, the
+ * serial queues). The first look comes after SQ_TAKE_OVER_NS, then on
+ * each RETRY and at doubling intervals up to SQ_CHAIN_LOOK_MAX_NS. Returns SQ_SYNC_GO (run now, the
  * drainer waits), SQ_SYNC_DONE (run: by the drainer, or by us through the
  * chain) or SQ_SYNC_RETRY (we ran it, having taken q over). */
 static uint32_t
@@ -1439,7 +1438,8 @@ _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc, bool may_take)
 	uint32_t st;
 	bool blocked = false;
 	struct sq_queue_s *top = may_take ? NULL : _sq_sync_chain_top(q);
-	uint64_t chain_wait = SQ_TAKE_OVER_NS;
+	uint64_t look_wait = SQ_TAKE_OVER_NS;
+	bool retried = false; /* a RETRY came after the first look */
 	/* Not at once: a job queued a moment ago is usually about to start
 	 * on a worker, and the caller would run work that was not its own
 	 * while a worker went idle. */
@@ -1455,23 +1455,29 @@ _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc, bool may_take)
 			__atomic_compare_exchange_n(&sc->waiter.state, &st,
 					SQ_SYNC_WAITING, false, __ATOMIC_SEQ_CST,
 					__ATOMIC_ACQUIRE);
+			/* Look now, unless our first 1 ms is not over. */
+			retried = look_wait != SQ_TAKE_OVER_NS;
 			continue;
 		}
-		if (take_at != 0 && _sq_monotonic_ns() >= take_at) {
+		if (take_at != 0 && (retried || _sq_monotonic_ns() >= take_at)) {
+			retried = false;
 			if (top == NULL && _sq_sync_take_over(q, sc)) {
 				st = SQ_SYNC_RETRY;
 				break;
 			}
-			if (top != NULL) {
-				if (_sq_sync_take_over_chain(top, sc)) {
-					st = SQ_SYNC_DONE;
-					break;
-				}
-				chain_wait = chain_wait * 2 > SQ_CHAIN_LOOK_MAX_NS ?
-						SQ_CHAIN_LOOK_MAX_NS : chain_wait * 2;
-				take_at = _sq_monotonic_ns() + chain_wait;
-				continue;
+			if (top != NULL && _sq_sync_take_over_chain(top, sc)) {
+				st = SQ_SYNC_DONE;
+				break;
 			}
+			/* Look again later in any case: a RETRY wakes us
+			 * sooner (a caller whose queue is a chain's is not in
+			 * the top queue where a giver-back looks, and the
+			 * chaos build found a schedule where a single queue's
+			 * caller slept with its queue's job waiting and no
+			 * RETRY coming). */
+			look_wait = look_wait * 2 > SQ_CHAIN_LOOK_MAX_NS ?
+					SQ_CHAIN_LOOK_MAX_NS : look_wait * 2;
+			take_at = _sq_monotonic_ns() + look_wait;
 		}
 		if (!blocked) {
 			/* The watchdog looks for wait cycles: say what we
@@ -1481,9 +1487,7 @@ _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc, bool may_take)
 			_sq_pool_block_begin(true);
 			blocked = true;
 		}
-		if (take_at != 0 && _sq_monotonic_ns() < take_at) {
-			/* Until our first try (a RETRY meanwhile waits for
-			 * it too). */
+		if (take_at != 0) {
 			(void)_sq_futex_wait_until(&sc->waiter.state,
 					SQ_SYNC_WAITING, (sq_time_t)take_at);
 			continue;
