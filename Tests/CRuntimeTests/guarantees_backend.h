@@ -2,8 +2,9 @@
  * The guarantee checker's runtime: SwiftQueues (this header), or the
  * toolchain's libdispatch (guarantees_dispatch.h, under -DGQ_DISPATCH),
  * which maps the sq_* names the checker uses onto dispatch_*. What the two
- * do not share is here: draining the main queue while the driver waits, and
- * the pool's statistics.
+ * do not share is here: draining the main queue while the driver waits, the
+ * pool's statistics and thread cap, and whether waits help (the liveness
+ * family, guarantees_liveness.h).
  */
 #ifndef SQTEST_GUARANTEES_BACKEND_H
 #define SQTEST_GUARANTEES_BACKEND_H
@@ -36,6 +37,36 @@ gq_main_run(unsigned us, bool (*condition)(void *), void *ctx)
 {
 	sq_main_queue_run_until(sq_time(SQ_TIME_NOW, (int64_t)us * 1000),
 			condition, ctx);
+}
+
+/* A wait forever for a group or a work item runs the members its task
+ * queued on global queues itself (docs/ARCHITECTURE.md, "Waiting helps"):
+ * the liveness family (guarantees_liveness.h) does not count it against
+ * the thread cap. */
+#define GQ_WAIT_HELPS 1
+
+/* Liveness shapes skipped unless SQT_OPS names them (bits of 1 << LV_*),
+ * and the dependent waits a program may make, at most: none skipped, the
+ * family's own bound (guarantees_liveness.h). */
+#define GQ_LIVE_SKIP 0u
+#define GQ_LIVE_DEPENDENT_CAP GQ_LIVE_MAX_DEPENDENT
+#define GQ_LIVE_SKIP_WHY ""
+
+/* The pool's thread cap (SQ_MAX_THREADS) and its live threads now. */
+static inline int
+gq_thread_cap(void)
+{
+	sq_pool_stats_t st;
+	sq_pool_stats(&st);
+	return (int)st.max_threads;
+}
+
+static inline unsigned
+gq_pool_live(void)
+{
+	sq_pool_stats_t st;
+	sq_pool_stats(&st);
+	return st.live;
 }
 
 /* The pool's safety net must never have fired (see test_pool_matrix). */

@@ -77,6 +77,13 @@ typedef bool (*sq_data_applier_function_t)(void *, dispatch_data_t, size_t,
 #define SQ_TIME_FOREVER DISPATCH_TIME_FOREVER
 #define sq_time dispatch_time
 
+/* ---- semaphores (the liveness family) ---------------------------------------- */
+
+typedef dispatch_semaphore_t sq_semaphore_t;
+#define sq_semaphore_create dispatch_semaphore_create
+#define sq_semaphore_wait dispatch_semaphore_wait
+#define sq_semaphore_signal dispatch_semaphore_signal
+
 /* ---- work items: dispatch blocks ------------------------------------------- */
 
 #define SQ_WORKITEM_BARRIER DISPATCH_BLOCK_BARRIER
@@ -240,6 +247,42 @@ sq_write_f(int fd, sq_data_t data, sq_queue_t q, void *ctx,
 	dispatch_write(fd, data, q, ^(dispatch_data_t rest, int error) {
 		handler(ctx, rest, error);
 	});
+}
+
+/* ---- the liveness family (guarantees_liveness.h) ----------------------------- */
+
+/*
+ * libdispatch on Linux keeps as many threads per priority as there are
+ * CPUs; past that, its monitor adds one thread a second to a priority
+ * whose threads are all blocked (up to DISPATCH_WORKQ_MAX_PTHREAD_COUNT,
+ * 255: the cap, which cannot be set). Nothing hangs, but every shape that
+ * blocks all the threads of a priority waits for the monitor's tick
+ * (measured on 2 CPUs, checker-sized programs):
+ *   - sync pile-ups: the busy queue's drain waits for a thread of its
+ *     priority while every one of them waits in dispatch_sync; each
+ *     hand-off can wait again: 3-10 s a program, and 10-45 s for the
+ *     chain syncs (nested, through the target chain), near the family's
+ *     deadline. Skipped unless SQT_OPS names them ("liveness pile-up",
+ *     "liveness chain sync");
+ *   - group and work item waits only sleep (no help): each waiting task
+ *     holds a thread, so trees deeper than a level wait for the monitor,
+ *     about 2 s a program. Every wait is counted as a dependent one
+ *     (GQ_WAIT_HELPS 0), and the family allows one per program
+ *     (GQ_LIVE_DEPENDENT_CAP), unless SQT_OPS names "liveness fork-join"
+ *     or "liveness work item wait" (then the SwiftQueues budget, 8).
+ * The skips are said once per child (gq_live_note).
+ */
+#define GQ_WAIT_HELPS 0
+#define GQ_LIVE_SKIP ((1u << LV_PILEUP) | (1u << LV_CHAIN))
+#define GQ_LIVE_DEPENDENT_CAP 1
+#define GQ_LIVE_SKIP_WHY "they wait for libdispatch's monitor, which adds " \
+	"a thread a second once a priority's threads all block: 3-45 s a " \
+	"program"
+
+static inline int
+gq_thread_cap(void)
+{
+	return 255;
 }
 
 /* ---- the main queue ------------------------------------------------------------- */

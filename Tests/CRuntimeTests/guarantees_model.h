@@ -117,12 +117,14 @@ struct gq_prog {
 	atomic_long outstanding;
 	atomic_ulong progress;
 	atomic_int failures;
-	char failure[1024];      /* the first failure's text */
+	char failure[2048];      /* the first failure's text */
 	/* counters for the summary */
 	atomic_ulong tasks_run;
 	atomic_ulong handler_calls;
 	atomic_ulong io_bytes;
 	atomic_ulong races;          /* drain-end races staged */
+	atomic_ulong live_programs;  /* liveness programs (guarantees_liveness.h) */
+	atomic_ulong live_jobs;      /* and their jobs that ran */
 };
 
 /* The driver adds queues while tasks pick among them: an entry is filled,

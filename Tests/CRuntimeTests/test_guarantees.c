@@ -44,20 +44,35 @@
  * races suspend a queue while it drains a few short tasks and submit a task
  * that must wait for the resume.
  *
+ * One seed in 8 makes a liveness program instead (guarantees_liveness.h):
+ * random blocking shapes (sync pile-ups on busy serial queues, nested syncs
+ * through a target chain, semaphore, group and work item waits, sleeps,
+ * spins beside a chain of hand-offs), checked for "every submitted job
+ * runs".
+ *
  * Running it. With no arguments, one child process per pool width
- * (SQ_WORKERS = 1, 2, 3, 4, 8, 16, or SQT_GUARANTEE_WIDTHS) with the
- * pool's safety net off (SQ_MONITOR_NET=0), each running programs for
- * SQT_SECONDS (default 3; twice that under a sanitizer), or SQT_PROGRAMS
- * of them. A program that makes no progress for GQ_STALL_SECONDS fails:
- * a lost wake-up is a failure, not a delay. SOAK_SECONDS=n runs the
- * widths in turn, with fresh seeds, for n seconds (`make test-soak`). The
- * master seed is printed (SQT_MASTER=0x... replays a pass); a failure
+ * (SQ_WORKERS = 1, 2, 3, 4, 8, 16, then 2:4, 4:4 and 8:16, or
+ * SQT_GUARANTEE_WIDTHS; W:C is SQ_WORKERS=W with the thread cap
+ * SQ_MAX_THREADS=C, and runs the liveness family only) with the pool's
+ * safety net off (SQ_MONITOR_NET=0), each running programs for SQT_SECONDS
+ * (default 3; twice that under a sanitizer), or SQT_PROGRAMS of them; with
+ * both kinds of width in the list, a W:C width gets a third of that and
+ * the plain widths give up as much between them, so that the pass takes
+ * as long as the plain widths alone. A program that makes no progress for
+ * GQ_STALL_SECONDS fails: a lost wake-up is a failure, not a delay.
+ * SOAK_SECONDS=n runs the widths in turn, with fresh seeds, for n seconds
+ * (`make test-soak`). The master seed is printed (SQT_MASTER=0x...
+ * replays a pass); a failure
  * prints its program's seed and width: SQT_SEED=0x... SQ_WORKERS=w replays
- * that program (SQT_REPEAT times; SQT_TRACE=1 prints the driver's steps).
+ * that program (SQT_REPEAT times; SQT_TRACE=1 prints the driver's steps;
+ * the line also sets SQ_MAX_THREADS and SQT_OPS when they were set).
  * For a diagnosis, SQT_OPS="pipe,file reads" runs only the operations
- * named (as in gq_op_names) and SQT_KEEP_GOING=1 reports every failed
- * program and goes on. Built with -DGQ_DISPATCH, the same checker runs on
- * the toolchain's libdispatch (`make test-guarantees-dispatch`).
+ * named (as in gq_op_names), SQT_OPS="liveness" only the liveness family
+ * ("liveness pile-up" one of its shapes, gq_lv_names), and
+ * SQT_KEEP_GOING=1 reports every failed program and goes on. Built with
+ * -DGQ_DISPATCH, the same checker runs on the toolchain's libdispatch
+ * (`make test-guarantees-dispatch`; it leaves out the liveness shapes
+ * that only its monitor's pace lets through, guarantees_dispatch.h).
  */
 #define _GNU_SOURCE
 #include "guarantees_backend.h"
@@ -1372,6 +1387,8 @@ op_main(struct gq_prog *p)
 	}
 }
 
+#include "guarantees_liveness.h"
+
 /* ---- Programs --------------------------------------------------------------------- */
 
 static void
@@ -1450,24 +1467,75 @@ static const char *const gq_op_names[OP_COUNT] = {
 };
 
 /* SQT_OPS="pipe,file reads": only these operations (a focus for a
- * diagnosis; the default is every one). */
+ * diagnosis; the default is every one). "liveness" names the liveness
+ * family (all its shapes), "liveness pile-up" one of its shapes
+ * (gq_lv_names); without either, SQT_OPS leaves the family out, and with
+ * only those, the other operations. */
 static unsigned gq_mix_weights[OP_COUNT];
+static bool gq_regular_on;     /* programs of the operations above */
+static bool gq_live_on;        /* liveness programs */
 
 static void
 gq_choose_ops(void)
 {
 	const char *only = getenv("SQT_OPS");
+	bool all = only == NULL || *only == '\0';
+	char buf[512];
+	snprintf(buf, sizeof(buf), ",%s,", all ? "" : only);
+	char name[80];
+	gq_regular_on = all;
 	for (int i = 0; i < OP_COUNT; i++) {
 		gq_mix_weights[i] = gq_weights[i];
-		if (only && *only) {
-			char buf[256];
-			snprintf(buf, sizeof(buf), ",%s,", only);
-			char name[64];
-			snprintf(name, sizeof(name), ",%s,", gq_op_names[i]);
-			if (strstr(buf, name) == NULL)
-				gq_mix_weights[i] = 0;
-		}
+		snprintf(name, sizeof(name), ",%s,", gq_op_names[i]);
+		if (!all && strstr(buf, name) == NULL)
+			gq_mix_weights[i] = 0;
+		gq_regular_on |= gq_mix_weights[i] != 0;
 	}
+	bool live_all = all || strstr(buf, ",liveness,") != NULL;
+	bool named = false;
+	for (int i = 0; i < LV_SHAPES; i++) {
+		snprintf(name, sizeof(name), ",liveness %s,", gq_lv_names[i]);
+		gq_lv_mix[i] = strstr(buf, name) ? gq_lv_weights[i] : 0;
+		named |= gq_lv_mix[i] != 0;
+	}
+	gq_live_on = false;
+	gq_lv_skipped = 0;
+	for (int i = 0; i < LV_SHAPES; i++) {
+		if (live_all && !named) {
+			gq_lv_mix[i] = gq_lv_weights[i];
+			/* the backend's skips, unless named */
+			if (GQ_LIVE_SKIP & (1u << i)) {
+				gq_lv_mix[i] = 0;
+				gq_lv_skipped |= 1u << i;
+			}
+		}
+		gq_live_on |= gq_lv_mix[i] != 0;
+	}
+	gq_lv_dependent_max = named && (gq_lv_mix[LV_FORK_JOIN] ||
+			gq_lv_mix[LV_WORKITEM]) ? GQ_LIVE_MAX_DEPENDENT
+			: GQ_LIVE_DEPENDENT_CAP;
+	/* SQT_OPS naming nothing known: empty programs, as before */
+	if (!gq_regular_on && !gq_live_on)
+		gq_regular_on = true;
+	/* a child with a thread cap (W:C) runs the liveness family only */
+	const char *family = getenv("SQT_GQ_FAMILY");
+	if (family && strcmp(family, "liveness") == 0 && gq_live_on)
+		gq_regular_on = false;
+}
+
+/* Whether the program of `seed` is a liveness program: one seed in 8. The
+ * seed alone says, so that SQT_SEED replays either kind. */
+static bool
+gq_seed_is_live(uint64_t seed)
+{
+	return (gq_mix(seed ^ 0x6c6976656e657373ull) & 7) == 0;
+}
+
+/* Whether this child runs the program of `seed` (see gq_choose_ops). */
+static bool
+gq_seed_wanted(uint64_t seed)
+{
+	return gq_seed_is_live(seed) ? gq_live_on : gq_regular_on;
 }
 
 static void
@@ -1605,15 +1673,21 @@ gq_program(struct gq_prog *p, uint64_t seed)
 	unsigned long calls = atomic_load(&p->handler_calls);
 	unsigned long bytes = atomic_load(&p->io_bytes);
 	unsigned long races = atomic_load(&p->races);
+	unsigned long live_programs = atomic_load(&p->live_programs);
+	unsigned long live_jobs = atomic_load(&p->live_jobs);
 	int width = p->width;
 	memset(p, 0, sizeof(*p));
 	atomic_init(&p->tasks_run, tasks);
 	atomic_init(&p->handler_calls, calls);
 	atomic_init(&p->io_bytes, bytes);
 	atomic_init(&p->races, races);
+	atomic_init(&p->live_programs, live_programs);
+	atomic_init(&p->live_jobs, live_jobs);
 	p->width = width;
 	p->seed = seed;
 	p->rng.s = seed;
+	if (gq_seed_is_live(seed))
+		return gq_live_program(p);
 	p->driver.id = 0;
 	atomic_init(&p->next_stream_id, 1);
 	gq_setup(p);
@@ -1683,8 +1757,24 @@ static int
 gq_child_main(void)
 {
 	struct gq_prog *p = &gq_the_prog;
-	const char *w = getenv("SQ_WORKERS");
-	p->width = w ? atoi(w) : 0;
+	const char *wenv = getenv("SQ_WORKERS");
+	const char *cap = getenv("SQ_MAX_THREADS");
+	const char *ops = getenv("SQT_OPS");
+	p->width = wenv ? atoi(wenv) : 0;
+	/* the width as messages give it: "2", "2 cap 4" */
+	char wlabel[64];
+	snprintf(wlabel, sizeof(wlabel), "%s%s%s", wenv ? wenv : "default",
+			cap && *cap ? " cap " : "", cap && *cap ? cap : "");
+	const char *w = wlabel;
+	/* what the replay line sets besides the seed */
+	const char *sab = getenv("SQT_LIVE_SABOTAGE");
+	char renv[448];
+	snprintf(renv, sizeof(renv), "%s%s%s%s%s%s%s%s%s", wenv ?
+			" SQ_WORKERS=" : "", wenv ? wenv : "", cap && *cap ?
+			" SQ_MAX_THREADS=" : "", cap && *cap ? cap : "", ops &&
+			*ops ? " SQT_OPS=\"" : "", ops && *ops ? ops : "", ops &&
+			*ops ? "\"" : "", sab && *sab ? " SQT_LIVE_SABOTAGE=" : "",
+			sab && *sab ? sab : "");
 	uint64_t master = gq_env_u64("SQT_GQ_MASTER", 1);
 	uint64_t replay = gq_env_u64("SQT_GQ_REPLAY", 0);
 	gq_trace = gq_env_u64("SQT_TRACE", 0) != 0;
@@ -1693,9 +1783,12 @@ gq_child_main(void)
 	bool keep_going = gq_env_u64("SQT_KEEP_GOING", 0) != 0;
 	unsigned long failures = 0;
 	gq_choose_ops();
+	if (gq_live_on)
+		gq_live_note();
 	unsigned long programs = replay ? gq_env_u64("SQT_REPEAT", 1)
 			: gq_env_u64("SQT_PROGRAMS", ~0ul);
-	double seconds = (double)gq_env_u64("SQT_GQ_SECONDS", 0);
+	const char *secs_env = getenv("SQT_GQ_SECONDS");
+	double seconds = secs_env ? strtod(secs_env, NULL) : 0;
 	char dir[] = "/tmp/sqt-guarantees-XXXXXX";
 	if (mkdtemp(dir) == NULL) {
 		perror("mkdtemp");
@@ -1707,17 +1800,30 @@ gq_child_main(void)
 	signal(SIGBUS, gq_on_crash);
 	uint64_t t0 = gq_now();
 	unsigned long i;
+	uint64_t k = 0; /* seeds drawn (some are another family's) */
 	for (i = 0; i < programs; i++) {
 		if (seconds > 0 && (double)(gq_now() - t0) / 1e9 > seconds)
 			break;
-		uint64_t seed = replay ? replay : gq_mix(master + i);
-		gq_note_program(seed, w ? w : "default");
+		uint64_t seed = replay;
+		while (!replay && !gq_seed_wanted(seed = gq_mix(master + k++)))
+			;
+		gq_note_program(seed, w);
 		if (!gq_program(p, seed) && keep_going) {
-			/* a diagnostic mode: count the failures, go on */
+			/* a diagnostic mode: count the failures, go on (a failed
+			 * liveness program's jobs may still run, into the next
+			 * programs) */
 			fprintf(stderr, "FAIL (%s, width %s): %s (seed 0x%016"
-					PRIx64 ")\n", GQ_BACKEND, w ? w : "default",
-					p->failure, seed);
+					PRIx64 ")\n", GQ_BACKEND, w, p->failure, seed);
 			failures++;
+			if (gq_seed_is_live(seed)) {
+				/* its blocked threads would fail the next
+				 * programs too */
+				fprintf(stderr, "  (width %s: a failed liveness "
+						"program's threads stay blocked: no more "
+						"programs here)\n", w);
+				i++;
+				break;
+			}
 		} else if (atomic_load(&p->failures) != 0) {
 			char self[4096];
 			ssize_t n = readlink("/proc/self/exe", self,
@@ -1725,10 +1831,9 @@ gq_child_main(void)
 			self[n > 0 ? n : 0] = '\0';
 			fprintf(stderr, "FAIL (%s, width %s): %s\n"
 					"  program %lu, seed 0x%016" PRIx64 "; "
-					"replay: SQT_SEED=0x%016" PRIx64 "%s%s %s\n",
-					GQ_BACKEND, w ? w : "default", p->failure,
-					i, seed, seed, w ? " SQ_WORKERS=" : "",
-					w ? w : "", self);
+					"replay: SQT_SEED=0x%016" PRIx64 "%s %s\n",
+					GQ_BACKEND, w, p->failure, i, seed, seed, renv,
+					self);
 			fflush(NULL);
 			gq_remove_dir(dir);
 			_exit(1);
@@ -1736,12 +1841,15 @@ gq_child_main(void)
 	}
 	double secs = (double)(gq_now() - t0) / 1e9;
 	printf("  %s width %-7s %5lu programs in %5.1f s: %lu tasks, %lu "
-			"handler calls, %lu I/O bytes, %lu drain-end races\n",
-			GQ_BACKEND, w ? w : "default", i, secs,
+			"handler calls, %lu I/O bytes, %lu drain-end races; "
+			"%lu liveness programs, %lu jobs\n",
+			GQ_BACKEND, w, i, secs,
 			(unsigned long)atomic_load(&p->tasks_run),
 			(unsigned long)atomic_load(&p->handler_calls),
 			(unsigned long)atomic_load(&p->io_bytes),
-			(unsigned long)atomic_load(&p->races));
+			(unsigned long)atomic_load(&p->races),
+			(unsigned long)atomic_load(&p->live_programs),
+			(unsigned long)atomic_load(&p->live_jobs));
 	int status = failures ? 1 : 0;
 	if (failures)
 		printf("  %lu programs failed\n", failures);
@@ -1749,7 +1857,7 @@ gq_child_main(void)
 	unsigned long long net = gq_net_firings();
 	if (net != 0) {
 		fprintf(stderr, "FAIL (width %s): the pool's safety net fired "
-				"%llu times\n", w ? w : "default", net);
+				"%llu times\n", w, net);
 		status = 1;
 	}
 #endif
@@ -1762,9 +1870,15 @@ gq_child_main(void)
 
 /* ---- The parent: a child per width -------------------------------------------------- */
 
-/* Runs a child at `width` (0: the runtime's default); true if it passed. */
+/* SQ_MAX_THREADS as the parent found it: the children of plain widths
+ * get it back (a replay's cap comes from there). */
+static const char *gq_cap_env;
+
+/* Runs a child at `width` (0: the runtime's default), with the thread cap
+ * `cap` and the liveness family only if cap > 0; true if it passed. */
 static bool
-gq_run_child(int width, uint64_t master, uint64_t replay, double seconds)
+gq_run_child(int width, int cap, uint64_t master, uint64_t replay,
+		double seconds)
 {
 	char self[4096];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -1777,12 +1891,24 @@ gq_run_child(int width, uint64_t master, uint64_t replay, double seconds)
 		snprintf(wbuf, sizeof(wbuf), "%d", width);
 		setenv("SQ_WORKERS", wbuf, 1);
 	}
+	char cbuf[16];
+	if (cap > 0) {
+		snprintf(cbuf, sizeof(cbuf), "%d", cap);
+		setenv("SQ_MAX_THREADS", cbuf, 1);
+		setenv("SQT_GQ_FAMILY", "liveness", 1);
+	} else {
+		if (gq_cap_env)
+			setenv("SQ_MAX_THREADS", gq_cap_env, 1);
+		else
+			unsetenv("SQ_MAX_THREADS");
+		unsetenv("SQT_GQ_FAMILY");
+	}
 	setenv("SQ_MONITOR_NET", "0", 1);
 	snprintf(mbuf, sizeof(mbuf), "0x%" PRIx64, master);
 	setenv("SQT_GQ_MASTER", mbuf, 1);
 	snprintf(rbuf, sizeof(rbuf), "0x%" PRIx64, replay);
 	setenv("SQT_GQ_REPLAY", rbuf, 1);
-	snprintf(sbuf, sizeof(sbuf), "%.0f", seconds);
+	snprintf(sbuf, sizeof(sbuf), "%.3f", seconds);
 	setenv("SQT_GQ_SECONDS", sbuf, 1);
 	char *argv[] = { self, NULL };
 	pid_t pid;
@@ -1799,8 +1925,8 @@ gq_run_child(int width, uint64_t master, uint64_t replay, double seconds)
 		if (r == pid)
 			break;
 		if (gq_now() > deadline) {
-			fprintf(stderr, "FAIL width %d: hung for %" PRIu64 " s, "
-					"killed\n", width, limit);
+			fprintf(stderr, "FAIL width %d cap %d: hung for %" PRIu64
+					" s, killed\n", width, cap, limit);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			return false;
@@ -1809,8 +1935,8 @@ gq_run_child(int width, uint64_t master, uint64_t replay, double seconds)
 		nanosleep(&ts, NULL);
 	}
 	if (WIFSIGNALED(status))
-		fprintf(stderr, "FAIL width %d: child killed by signal %d\n",
-				width, WTERMSIG(status));
+		fprintf(stderr, "FAIL width %d cap %d: child killed by signal "
+				"%d\n", width, cap, WTERMSIG(status));
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
@@ -1832,9 +1958,35 @@ main(void)
 	const char *wl = getenv("SQT_GUARANTEE_WIDTHS");
 	const char *workers = getenv("SQ_WORKERS");
 	snprintf(list, sizeof(list), "%s", wl && *wl ? wl : replay && workers ?
-			workers : "1 2 3 4 8 16");
+			workers : "1 2 3 4 8 16 2:4 4:4 8:16");
 	if (!GQ_HAS_WIDTH)
 		snprintf(list, sizeof(list), "0");
+	const char *cap_env = getenv("SQ_MAX_THREADS");
+	gq_cap_env = cap_env && *cap_env ? strdup(cap_env) : NULL;
+	gq_choose_ops(); /* which families run (no runtime call) */
+	/* The time budget: widths written W:C (a thread cap, the liveness
+	 * family only) take a third of SQT_SECONDS each, from the plain
+	 * widths' share, so that the pass takes as long as the plain widths
+	 * alone did. */
+	int nplain = 0, ncap = 0;
+	{
+		char buf[128];
+		snprintf(buf, sizeof(buf), "%s", list);
+		for (char *tok = strtok(buf, " ,"); tok;
+				tok = strtok(NULL, " ,")) {
+			if (strchr(tok, ':'))
+				ncap += gq_live_on;
+			else
+				nplain++;
+		}
+	}
+	double cap_seconds = seconds, plain_seconds = seconds;
+	if (nplain > 0 && ncap > 0) {
+		cap_seconds = seconds / 3;
+		plain_seconds = seconds - ncap * cap_seconds / nplain;
+		if (plain_seconds < seconds / 4)
+			plain_seconds = seconds / 4;
+	}
 	if (replay)
 		printf("guarantee checker (%s): replaying seed 0x%016" PRIx64
 				"\n", GQ_BACKEND, replay);
@@ -1851,10 +2003,23 @@ main(void)
 		for (char *tok = strtok(buf, " ,"); tok;
 				tok = strtok(NULL, " ,")) {
 			int width = atoi(tok);
-			double secs = soak > 0 ? (soak < 600 ? soak / 6 : 100)
-					: seconds;
-			bool ok = gq_run_child(width, gq_mix(master + round *
-					1000003u + (unsigned)width), replay, secs);
+			char *colon = strchr(tok, ':');
+			int cap = colon ? atoi(colon + 1) : 0;
+			if (colon && (cap <= 0 || !gq_live_on || (replay &&
+					!gq_seed_is_live(replay)))) {
+				printf("  width %s: skipped (%s)\n", tok, cap <= 0 ?
+						"no thread cap after ':'" : !gq_live_on ?
+						"SQT_OPS leaves the liveness family out" :
+						"the seed's program is not a liveness "
+						"program");
+				continue;
+			}
+			int nwidths = nplain + ncap > 0 ? nplain + ncap : 1;
+			double secs = soak > 0 ? (soak < 600 ? soak / nwidths :
+					100) : cap ? cap_seconds : plain_seconds;
+			bool ok = gq_run_child(width, cap, gq_mix(master + round *
+					1000003u + (unsigned)width +
+					(unsigned)cap * 65537u), replay, secs);
 			if (ok)
 				passed++;
 			else
