@@ -239,6 +239,10 @@ SQ_INTERNAL void _sq_pool_block_end(void);
  * what it waits for (`mine`), until done(arg) (pool.c, "Waiting helps").
  * Returns whether it ran any. */
 struct sq_cont_s;
+struct sq_job_s;
+/* Whether nobody is likely to take `job` soon: the pool is saturated, or
+ * it waits in the calling worker's own slot or ring (pool.c). */
+SQ_INTERNAL bool _sq_pool_holds(struct sq_job_s *job);
 SQ_INTERNAL bool _sq_pool_help(bool (*done)(void *),
 		bool (*mine)(const struct sq_cont_s *, void *), void *arg);
 

@@ -1340,6 +1340,33 @@ _sq_pool_block_end(void)
 		__atomic_sub_fetch(&_sq_pool.nwaiting, 1, __ATOMIC_SEQ_CST);
 }
 
+/* Whether nobody is likely to take `job` soon: no worker is idle or
+ * searching, or it waits in the calling worker's own next-job slot or ring
+ * (racy looks: a hint). */
+bool
+_sq_pool_holds(struct sq_job_s *job)
+{
+	if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_RELAXED) == 0 &&
+			__atomic_load_n(&_sq_pool.searching, __ATOMIC_RELAXED)
+			== 0)
+		return true;
+	struct sq_worker_s *w = _sq_self;
+	if (w == NULL)
+		return false;
+	uintptr_t e = __atomic_load_n(&w->next, __ATOMIC_RELAXED);
+	if (e != 0 && (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK) == job)
+		return true;
+	uint32_t t = w->ring.tail; /* only we write it */
+	for (uint32_t h = __atomic_load_n(&w->ring.head, __ATOMIC_ACQUIRE);
+			h != t; h++) {
+		e = __atomic_load_n(&w->ring.slots[h % SQ_RING_SIZE],
+				__ATOMIC_RELAXED);
+		if ((struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK) == job)
+			return true;
+	}
+	return false;
+}
+
 /* ---- Waiting helps ---------------------------------------------------------
  *
  * A worker that waits forever for a group or a work item first runs, on

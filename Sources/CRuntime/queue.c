@@ -1442,9 +1442,17 @@ _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc, bool may_take)
 	bool retried = false; /* a RETRY came after the first look */
 	/* Not at once: a job queued a moment ago is usually about to start
 	 * on a worker, and the caller would run work that was not its own
-	 * while a worker went idle. */
-	uint64_t take_at = may_take || top ? _sq_monotonic_ns() +
-			SQ_TAKE_OVER_NS : 0;
+	 * while a worker went idle. At once, though, when no worker is idle
+	 * or searching, or the job waits in this thread's own slot or ring:
+	 * nobody would take it soon (at width 1, every sync behind a
+	 * hand-off of the caller's waited the whole 1 ms). */
+	uint64_t take_at = 0;
+	if (may_take || top) {
+		struct sq_queue_s *held = top ? top : q;
+		take_at = _sq_monotonic_ns();
+		if (!_sq_pool_holds(&held->job))
+			take_at += SQ_TAKE_OVER_NS;
+	}
 	for (;;) {
 		st = __atomic_load_n(&sc->waiter.state, __ATOMIC_ACQUIRE);
 		if (st == SQ_SYNC_GO || st == SQ_SYNC_DONE)
