@@ -1130,7 +1130,8 @@ _sq_sync_handoff(struct sq_cont_s *c)
 		 * continuation ("Taking a queue over"): run it here. */
 		_sq_sync_run_here(c->queue, sc->barrier, c->ctx, c->func);
 		__atomic_store_n(&w->state, SQ_SYNC_DONE, __ATOMIC_RELEASE);
-		_sq_futex_wake(&w->state, 1);
+		if (sc != _sq_sync_own)
+			_sq_futex_wake(&w->state, 1);
 		_sq_sync_cont_release(sc);
 		return;
 	}
@@ -1321,60 +1322,9 @@ _sq_drain_release(struct sq_queue_s *q)
 	}
 }
 
-/* A waiting caller tries to take q over and, if it can, drains it up to
- * and including its own continuation. Returns whether its function ran. */
-static bool
-_sq_sync_take_over(struct sq_queue_s *q, struct sq_sync_cont_s *sc)
-{
-	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_SEQ_CST);
-	for (;;) {
-		if (!(s & SQ_STATE_ENQUEUED) || (s & (SQ_STATE_INACTIVE |
-				SQ_STATE_SUSPEND_MASK)))
-			return false; /* whoever wakes it up wakes us */
-		uint64_t want = (s & SQ_STATE_DRAINING) ?
-				s | SQ_STATE_WANTED : s | SQ_STATE_DRAINING;
-		if (want == s)
-			return false;
-		if (__atomic_compare_exchange_n(&q->state, &s, want, false,
-				__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-			if (s & SQ_STATE_DRAINING)
-				return false; /* its holder wakes us */
-			break;
-		}
-	}
-	SQ_CHAOS_POINT();
-	struct sq_frame_s frame;
-	bool ran = false;
-	uint32_t pops = __atomic_load_n(&q->pops, __ATOMIC_RELAXED);
-	_sq_drain_phase(q, SQ_DRAIN_LOOP);
-	_sq_frame_push(&frame, q, true);
-	while (_sq_drain_may_pop(q)) {
-		struct sq_job_s *job = _sq_queue_next(q);
-		if (job == NULL)
-			break;
-		_sq_drain_phase(q, SQ_DRAIN_TASK);
-		_sq_drain_pops(q, ++pops);
-		if (job == &sc->cont.job) {
-			/* Our turn: the queue's drainer's reference to our
-			 * continuation is ours now too. */
-			SQ_TRACE_SYNC_CALL(q, sc->cont.func, sc->cont.ctx);
-			_sq_sync_cont_release(sc);
-			ran = true;
-			break;
-		}
-		_sq_job_run(job);
-		_sq_drain_phase(q, SQ_DRAIN_LOOP);
-	}
-	_sq_drain_phase(q, SQ_DRAIN_IDLE);
-	_sq_frame_pop(&frame);
-	/* q lives on: our continuation's caller (us) still refers to it
-	 * until _sq_sync returns. */
-	_sq_drain_release(q);
-	return ran;
-}
-
-/* The serial queue at the top of q's chain (the one on a root queue) if
- * every queue in the chain is serial; NULL otherwise. */
+/* The serial queue at the top of q's chain (the one on a root queue: q
+ * itself for a serial queue on a root queue) if every queue in the chain
+ * is serial; NULL otherwise. */
 static struct sq_queue_s *
 _sq_sync_chain_top(struct sq_queue_s *q)
 {
@@ -1390,15 +1340,34 @@ _sq_sync_chain_top(struct sq_queue_s *q)
 	return NULL;
 }
 
-/* A waiting caller whose queue q targets other serial queues takes over
- * the top one when its job waits for a thread, and drains it until its
- * own continuation has run (reached in a nested drain of q, where
- * _sq_sync_handoff runs it here). Returns whether it ran. */
+/* A waiting caller takes over `top`, its queue or the top of its queue's
+ * chain, when top's job waits for a thread, and drains it until its own
+ * continuation has run (popped here, or in a nested drain of its queue:
+ * _sq_sync_handoff runs it in place). A caller of top itself that finds
+ * DRAINING held sets WANTED (its holder wakes a waiter); a caller further
+ * down the chain is not in top where the holder looks, and looks again on
+ * its own. Returns whether its function ran. */
 static bool
-_sq_sync_take_over_chain(struct sq_queue_s *top, struct sq_sync_cont_s *sc)
+_sq_sync_take_over(struct sq_queue_s *top, struct sq_sync_cont_s *sc)
 {
-	if (!_sq_drain_claim(top))
-		return false;
+	bool wake_me = sc->cont.queue == top;
+	uint64_t s = __atomic_load_n(&top->state, __ATOMIC_SEQ_CST);
+	for (;;) {
+		if (!(s & SQ_STATE_ENQUEUED) || (s & (SQ_STATE_INACTIVE |
+				SQ_STATE_SUSPEND_MASK)))
+			return false; /* whoever wakes it up wakes a waiter */
+		uint64_t want = !(s & SQ_STATE_DRAINING) ?
+				s | SQ_STATE_DRAINING : wake_me ?
+				s | SQ_STATE_WANTED : s;
+		if (want == s)
+			return false;
+		if (__atomic_compare_exchange_n(&top->state, &s, want, false,
+				__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+			if (s & SQ_STATE_DRAINING)
+				return false; /* its holder wakes a waiter */
+			break;
+		}
+	}
 	SQ_CHAOS_POINT();
 	struct sq_sync_cont_s *outer = _sq_sync_own;
 	_sq_sync_own = sc;
@@ -1421,23 +1390,25 @@ _sq_sync_take_over_chain(struct sq_queue_s *top, struct sq_sync_cont_s *sc)
 	_sq_drain_phase(top, SQ_DRAIN_IDLE);
 	_sq_frame_pop(&frame);
 	_sq_sync_own = outer;
+	/* top lives on: our continuation's caller (us) still refers to it,
+	 * or to a queue that targets it, until _sq_sync returns. */
 	_sq_drain_release(top);
 	return __atomic_load_n(&sc->waiter.state, __ATOMIC_ACQUIRE) ==
 			SQ_SYNC_DONE;
 }
 
-/* Waits for the caller's turn on q; takes q over when its job waits for a
- * thread (may_take), or the top of its chain (a serial queue's chain of
- * serial queues). The first look comes after SQ_TAKE_OVER_NS, then on
- * each RETRY and at doubling intervals up to SQ_CHAIN_LOOK_MAX_NS. Returns SQ_SYNC_GO (run now, the
- * drainer waits), SQ_SYNC_DONE (run: by the drainer, or by us through the
- * chain) or SQ_SYNC_RETRY (we ran it, having taken q over). */
+/* Waits for the caller's turn on q; takes over q, or the top of its chain
+ * of serial queues, when its job waits for a thread. The first look comes
+ * after SQ_TAKE_OVER_NS (at once when nobody would take the job soon),
+ * then on each RETRY and at doubling intervals up to
+ * SQ_CHAIN_LOOK_MAX_NS. Returns SQ_SYNC_GO (run now, the drainer waits) or
+ * SQ_SYNC_DONE (run: by the drainer, or by us). */
 static uint32_t
-_sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc, bool may_take)
+_sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc)
 {
 	uint32_t st;
 	bool blocked = false;
-	struct sq_queue_s *top = may_take ? NULL : _sq_sync_chain_top(q);
+	struct sq_queue_s *top = _sq_sync_chain_top(q);
 	uint64_t look_wait = SQ_TAKE_OVER_NS;
 	bool retried = false; /* a RETRY came after the first look */
 	/* Not at once: a job queued a moment ago is usually about to start
@@ -1447,10 +1418,9 @@ _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc, bool may_take)
 	 * nobody would take it soon (at width 1, every sync behind a
 	 * hand-off of the caller's waited the whole 1 ms). */
 	uint64_t take_at = 0;
-	if (may_take || top) {
-		struct sq_queue_s *held = top ? top : q;
+	if (top != NULL) {
 		take_at = _sq_monotonic_ns();
-		if (!_sq_pool_holds(&held->job))
+		if (!_sq_pool_holds(&top->job))
 			take_at += SQ_TAKE_OVER_NS;
 	}
 	for (;;) {
@@ -1469,11 +1439,7 @@ _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc, bool may_take)
 		}
 		if (take_at != 0 && (retried || _sq_monotonic_ns() >= take_at)) {
 			retried = false;
-			if (top == NULL && _sq_sync_take_over(q, sc)) {
-				st = SQ_SYNC_RETRY;
-				break;
-			}
-			if (top != NULL && _sq_sync_take_over_chain(top, sc)) {
+			if (_sq_sync_take_over(top, sc)) {
 				st = SQ_SYNC_DONE;
 				break;
 			}
@@ -1558,7 +1524,7 @@ _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 		__atomic_add_fetch(&q->sync_waiters, 1, __ATOMIC_SEQ_CST);
 	_sq_queue_push(q, &sc->cont.job);
 
-	uint32_t st = _sq_sync_wait(q, sc, may_take);
+	uint32_t st = _sq_sync_wait(q, sc);
 	if (may_take)
 		__atomic_sub_fetch(&q->sync_waiters, 1, __ATOMIC_RELAXED);
 	if (st == SQ_SYNC_GO) {
