@@ -211,7 +211,7 @@ sq_group_wait(sq_group_t group, sq_time_t timeout)
 	/* Acquire: seeing the group empty means seeing its members' work. */
 	uint64_t old = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
 	/* A worker waiting for good runs the members its task queued on
-	 * its own ring itself, depth first (pool.c, "Waiting helps"). */
+	 * its own ring itself, depth first (pool_block.c, "Waiting helps"). */
 	if ((old & GROUP_COUNT_MASK) != 0 && timeout == SQ_TIME_FOREVER &&
 			_sq_pool_help(_sq_group_is_empty, _sq_group_is_member,
 			g))

@@ -230,13 +230,13 @@ SQ_INTERNAL void _sq_main_queue_atfork_child(void);
 /* A wait of the runtime's (sq_sync, semaphores, groups, work items, apply,
  * synchronous I/O) is about to put the calling thread to sleep, and has
  * ended: a worker announces it, so that its queued jobs go to other
- * threads and another thread runs in its place at once (pool.c, "Blocked
+ * threads and another thread runs in its place at once (pool_block.c, "Blocked
  * workers"). Nothing on other threads. Nest. */
 SQ_INTERNAL void _sq_pool_block_begin(bool sync);
 SQ_INTERNAL void _sq_pool_block_end(void);
 /* A worker about to wait forever for `arg` runs, newest first, the
  * continuations its current job queued on its own ring that are part of
- * what it waits for (`mine`), until done(arg) (pool.c, "Waiting helps").
+ * what it waits for (`mine`), until done(arg) (pool_block.c, "Waiting helps").
  * Returns whether it ran any. */
 struct sq_cont_s;
 struct sq_job_s;

@@ -177,6 +177,87 @@ _sq_ring_empty(struct sq_ring_s *r)
 			__atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 }
 
+/* ---- Local rings ------------------------------------------------------- */
+
+static inline bool
+_sq_ring_push(struct sq_ring_s *r, uintptr_t entry)
+{
+	uint32_t t = r->tail; /* only the owner writes it */
+	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+	if (t - h >= SQ_RING_SIZE)
+		return false;
+	__atomic_store_n(&r->slots[t % SQ_RING_SIZE], entry, __ATOMIC_RELAXED);
+	/* Release: a thief that sees the new tail sees the slot. */
+	__atomic_store_n(&r->tail, t + 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* Takes the oldest entry (owner or thief); 0 when empty. The loads of
+ * head and tail are seq-cst: they pair with the owner's take from the
+ * tail (_sq_ring_pop_tail), which stores the tail then loads the head. */
+static inline uintptr_t
+_sq_ring_pop(struct sq_ring_s *r)
+{
+	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_SEQ_CST);
+	for (;;) {
+		uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_SEQ_CST);
+		if (h == t)
+			return 0;
+		uintptr_t entry = __atomic_load_n(&r->slots[h % SQ_RING_SIZE],
+				__ATOMIC_RELAXED);
+		/* If the CAS fails the slot may have been reused: the entry
+		 * read above is discarded and we retry with the new head. */
+		if (__atomic_compare_exchange_n(&r->head, &h, h + 1, false,
+				__ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return entry;
+	}
+}
+
+/* The owner takes its newest entry, if it was pushed at or after index
+ * `mark`; 0 otherwise (Chase-Lev's pop: the last entry is raced for with
+ * thieves by a CAS of the head). */
+static inline uintptr_t
+_sq_ring_pop_tail(struct sq_ring_s *r, uint32_t mark)
+{
+	uint32_t t = r->tail; /* only the owner writes it */
+	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_SEQ_CST);
+	if (t == h || (int32_t)(t - 1 - mark) < 0)
+		return 0;
+	t--;
+	/* Seq-cst store, then seq-cst load of the head: a thief loads the
+	 * head then the tail, so one of us sees the other. */
+	__atomic_store_n(&r->tail, t, __ATOMIC_SEQ_CST);
+	h = __atomic_load_n(&r->head, __ATOMIC_SEQ_CST);
+	uintptr_t entry = 0;
+	if ((int32_t)(t - h) > 0) {
+		/* More than one left: no thief can reach index t. */
+		return __atomic_load_n(&r->slots[t % SQ_RING_SIZE],
+				__ATOMIC_RELAXED);
+	}
+	if (t == h) {
+		entry = __atomic_load_n(&r->slots[t % SQ_RING_SIZE],
+				__ATOMIC_RELAXED);
+		if (!__atomic_compare_exchange_n(&r->head, &h, h + 1, false,
+				__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			entry = 0; /* a thief took it */
+	}
+	/* The ring is empty now (head is t + 1): put the tail back there. */
+	__atomic_store_n(&r->tail, t + 1, __ATOMIC_RELEASE);
+	return entry;
+}
+
+/* Live workers that are not in an announced wait; a sync caller's wait
+ * for its turn counts as running (see _sq_pool_compensate), and so does
+ * blocking only the monitor has seen (it compensates for it itself).
+ * Racy: a count to compare with the width. Seq-cst: read after a job's
+ * enqueue, as `live` is. */
+static inline int32_t
+_sq_pool_running(void)
+{
+	return __atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) -
+			__atomic_load_n(&_sq_pool.nwaiting, __ATOMIC_SEQ_CST);
+}
+
 /* pool.c: the run queues, waking and spawning. */
 SQ_INTERNAL bool _sq_roots_empty(void);
 SQ_INTERNAL bool _sq_pool_has_work_in(bool slots);
@@ -187,6 +268,7 @@ SQ_INTERNAL int _sq_thread_create(const pthread_attr_t *attr,
 SQ_INTERNAL bool _sq_pool_spawn(void);
 SQ_INTERNAL void _sq_worker_wake(struct sq_worker_s *w);
 SQ_INTERNAL void _sq_pool_notify(void);
+SQ_INTERNAL void _sq_pool_wake_sleeper(void);
 
 /* pool_slot.c: the owner takes its own slot's job; a searcher that found
  * nothing else guards the others' slots. */
@@ -196,7 +278,10 @@ SQ_INTERNAL struct sq_job_s *_sq_next_guard(struct sq_worker_s *self,
 SQ_INTERNAL struct sq_job_s *_sq_next_scan(struct sq_worker_s *self,
 		int *root);
 
-/* pool.c: marking a worker blocked (`blocked` bits, `nblocked`). */
+/* pool_block.c: blocked workers (`blocked` bits, `nblocked`), what waits
+ * behind them, waiting that helps. */
+SQ_INTERNAL struct sq_job_s *_sq_take_blocked(struct sq_worker_s *self,
+		int *root, bool rings);
 SQ_INTERNAL void _sq_worker_mark_blocked(struct sq_worker_s *w,
 		uint32_t bit);
 SQ_INTERNAL void _sq_worker_unmark_blocked(struct sq_worker_s *w,

@@ -229,7 +229,7 @@ sq_workitem_wait(sq_workitem_t item, sq_time_t timeout)
 	/* Acquire: seeing FINISHED means seeing what the function wrote. */
 	uint32_t old = __atomic_load_n(&item->state, __ATOMIC_ACQUIRE);
 	/* A worker waiting for good runs what its task queued on its own
-	 * ring itself (pool.c, "Waiting helps"). */
+	 * ring itself (pool_block.c, "Waiting helps"). */
 	if (!(old & WI_FINISHED) && timeout == SQ_TIME_FOREVER &&
 			_sq_pool_help(_sq_workitem_is_finished,
 			_sq_workitem_is_its_job, item))
