@@ -108,7 +108,7 @@ _sq_pool_compensate(bool sync)
 	 * fill the pool to its cap for work that runs one job at a time;
 	 * the monitor adds threads for sync waits that last (pool_monitor.c),
 	 * and a caller whose queue waits for a thread takes it over
-	 * (queue.c). */
+	 * (queue_sync.c). */
 	int32_t live = __atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST);
 	if ((live < _sq_pool.width || (!sync && _sq_pool_running() <
 			_sq_pool.width)) && _sq_pool_spawn()) {
@@ -118,7 +118,7 @@ _sq_pool_compensate(bool sync)
 		return;
 	}
 	/* At the thread cap, or refused a thread: the running workers, the
-	 * sync callers' take-over (queue.c) and the monitor go on. */
+	 * sync callers' take-over (queue_sync.c) and the monitor go on. */
 	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
 	_sq_monitor_kick();
 }

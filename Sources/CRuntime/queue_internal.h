@@ -66,7 +66,7 @@ enum sq_queue_type {
  *   bit 3       DRAINING (serial queues): someone is popping: the drainer
  *               that runs the queue's job, a sync caller on the fast path,
  *               or a sync caller that took the queue over while its job
- *               waited for a thread (queue.c, "Taking a queue over").
+ *               waited for a thread (queue_sync.c, "Taking a queue over").
  *               ENQUEUED without DRAINING: the job waits in a run queue.
  *   bit 4       DETACHED: the queue's job ran while a sync caller had
  *               taken the queue over; the job is the caller's to finish.
@@ -106,7 +106,7 @@ struct sq_queue_s {
 	int32_t running;
 	int32_t barriers;
 	/* Serial queues: sync callers queued and waiting, who may take the
-	 * queue over (queue.c, "Taking a queue over"). */
+	 * queue over (queue_sync.c, "Taking a queue over"). */
 	int32_t sync_waiters;
 	uint32_t trace_label; /* the label's number in traces, 0 until asked */
 	struct sq_cont_s *pending_barrier;
@@ -285,6 +285,42 @@ SQ_INTERNAL void _sq_concurrent_item_done(struct sq_queue_s *q);
 /* Drains a serial or main queue whose ENQUEUED bit the caller holds;
  * returns how many tasks ran. `budget` 0 means "until empty". */
 SQ_INTERNAL size_t _sq_queue_drain(struct sq_queue_s *q, unsigned budget);
+
+/* The longest target chain (a cycle check's bound). */
+#define SQ_MAX_TARGET_DEPTH 64
+
+/* queue.c and queue_sync.c share these (sq_sync's paths are in
+ * queue_sync.c, the queue's state word and drain in queue.c). */
+SQ_INLINE struct sq_queue_s *
+_sq_queue_target(struct sq_queue_s *q)
+{
+	return __atomic_load_n(&q->obj.target, __ATOMIC_ACQUIRE);
+}
+SQ_INTERNAL void _sq_queue_validate(const char *call, struct sq_queue_s *q);
+/* cds_wfcq_empty without the library call: empty means the head has no
+ * successor and the tail still points at the head; and no job is stashed
+ * (taken by a drainer that then found the queue suspended). */
+SQ_INLINE bool
+_sq_queue_is_empty(struct sq_queue_s *q)
+{
+	return __atomic_load_n(&q->stashed, __ATOMIC_SEQ_CST) == NULL &&
+			__atomic_load_n(&q->head.node.next, __ATOMIC_SEQ_CST) ==
+			NULL && __atomic_load_n(&q->tail.p, __ATOMIC_SEQ_CST) ==
+			&q->head.node;
+}
+
+SQ_INTERNAL void _sq_queue_wakeup(struct sq_queue_s *q);
+SQ_INTERNAL void _sq_queue_relinquish(struct sq_queue_s *q);
+SQ_INTERNAL bool _sq_drain_may_pop(struct sq_queue_s *q);
+SQ_INTERNAL struct sq_job_s *_sq_queue_next(struct sq_queue_s *q);
+SQ_INTERNAL void _sq_concurrent_leave(struct sq_queue_s *q);
+/* queue_sync.c: a sync continuation's drainer side, a thread's frame for
+ * a queue, and DRAINING (see "Taking a queue over" there). */
+SQ_INTERNAL void _sq_sync_handoff(struct sq_cont_s *c);
+SQ_INTERNAL struct sq_frame_s *_sq_frame_find(struct sq_queue_s *q);
+SQ_INTERNAL bool _sq_drain_claim(struct sq_queue_s *q);
+SQ_INTERNAL bool _sq_drain_start(struct sq_queue_s *q);
+SQ_INTERNAL void _sq_drain_release(struct sq_queue_s *q);
 
 /* ---- Per-thread frames ------------------------------------------------
  *
