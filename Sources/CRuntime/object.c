@@ -2,7 +2,7 @@
  * SwiftQueues — the object model: reference counts, context, finalizer,
  * and the dispatch of suspend / resume / activate / set_target to each type.
  */
-#include "internal.h"
+#include "queue_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -210,7 +210,9 @@ sq_set_target_queue(sq_object_t object, sq_queue_t queue)
 	_sq_object_validate("sq_set_target_queue", object);
 	struct sq_object_s *o = object;
 	if (queue == NULL)
-		queue = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
+		queue = _sq_object_is_queue(o) ? _sq_queue_default_target(
+				(struct sq_queue_s *)o) : sq_get_global_queue(
+				SQ_QUEUE_PRIORITY_DEFAULT, 0);
 	if (o->vtable->set_target)
 		o->vtable->set_target(o, queue);
 }

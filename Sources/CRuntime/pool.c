@@ -90,7 +90,7 @@ SQ_TLS struct sq_worker_s *_sq_self;
 SQ_TLS int _sq_apply_depth;
 
 static const char *const _sq_root_thread_names[SQ_ROOT_COUNT] = {
-	"sq.high", "sq.default", "sq.low", "sq.background",
+	"sq.interactive", "sq.high", "sq.default", "sq.low", "sq.background",
 };
 
 /* ---- Sizing ----------------------------------------------------------- */
@@ -230,10 +230,126 @@ _sq_root_pop(int index)
 	return (struct sq_job_s *)n;
 }
 
-/* Takes from the roots by priority; one look in 16 starts with LOW and
- * one in 64 with BACKGROUND, so they advance even under a flood of HIGH. */
+/* ---- Precedence ----------------------------------------------------------
+ *
+ * A worker takes the highest-class job that waits where it may take it:
+ * root queues, its own ring, other workers' rings. A root queue is one
+ * class. A ring holds one class at a time: its owner sets `ring_root`
+ * when it pushes to an empty ring and pushes only jobs of that root after
+ * (others go to the root queue), so a look at `ring_root` tells another
+ * worker what a ring holds. `ring_mask` sums the rings up: bit r is set
+ * by whoever pushes a root-r job to a ring (a load first, so the common
+ * case writes nothing), and cleared by a worker that looked for root-r
+ * work in the rings and found none; it then looks once more and sets the
+ * bit back if a ring has some (the pusher's store of its tail and load of
+ * the mask, and the clearer's clear and load of the tails, are seq-cst:
+ * one sees the other). A stale bit costs a look; a missed one only lets
+ * a lower job go first once, since the rings are looked at after the
+ * roots in any case. The owner's next-job slot yields too: a slot job of
+ * a lower class than queued work goes to the normal path first.
+ *
+ * Aging: one look in 16 starts with LOW (UTILITY) and one in 64 with
+ * BACKGROUND, so they advance even under a flood of higher work.
+ */
+
+/* The highest class below `limit` with work another worker could take: a
+ * root queue not empty, or a ring that may hold it; `limit` if none. */
+static inline int
+_sq_best_waiting(int limit)
+{
+	uint32_t mask = __atomic_load_n(&_sq_pool.ring_mask, __ATOMIC_RELAXED);
+	for (int r = 0; r < limit; r++)
+		if ((mask & (1u << r)) || !cds_wfcq_empty(
+				&_sq_pool.roots[r].head, &_sq_pool.roots[r].tail))
+			return r;
+	return limit;
+}
+
+bool
+_sq_pool_higher_waiting(void)
+{
+	struct sq_worker_s *w = _sq_self;
+	return w != NULL && w->root > 0 && _sq_best_waiting(w->root) < w->root;
+}
+
+/* Notes that a ring now holds root r's jobs (after the push's fence). */
+static inline void
+_sq_ring_mask_set(int r)
+{
+	if (!(__atomic_load_n(&_sq_pool.ring_mask, __ATOMIC_SEQ_CST) &
+			(1u << r)))
+		__atomic_fetch_or(&_sq_pool.ring_mask, 1u << r,
+				__ATOMIC_SEQ_CST);
+}
+
+/* A job from a ring other than self's that holds root r's jobs. */
 static struct sq_job_s *
-_sq_roots_pop(int *root)
+_sq_steal_root(struct sq_worker_s *self, int r, int *root)
+{
+	uint32_t slots = (uint32_t)__atomic_load_n(&_sq_pool.slots,
+			__ATOMIC_ACQUIRE);
+	uint32_t start = self->tick * 2654435761u;
+	for (uint32_t k = 0; k < slots; k++) {
+		struct sq_worker_s *v = &_sq_pool.workers[(start + k) % slots];
+		if (v == self || __atomic_load_n(&v->ring_root,
+				__ATOMIC_RELAXED) != r ||
+				_sq_ring_empty(&v->ring) ||
+				__atomic_load_n(&v->slot_state,
+				__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
+			continue;
+		uintptr_t entry = _sq_ring_pop(&v->ring);
+		if (entry) {
+			*root = (int)(entry & SQ_RING_ROOT_MASK);
+			return (struct sq_job_s *)(entry & ~SQ_RING_ROOT_MASK);
+		}
+	}
+	return NULL;
+}
+
+/* Whether any ring but self's holds root r's jobs. Seq-cst loads: after
+ * the clear of the mask bit (see above). */
+static bool
+_sq_rings_hold(struct sq_worker_s *self, int r)
+{
+	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_SEQ_CST);
+	for (int32_t i = 0; i < slots; i++) {
+		struct sq_worker_s *v = &_sq_pool.workers[i];
+		if (v != self && __atomic_load_n(&v->ring_root,
+				__ATOMIC_SEQ_CST) == r &&
+				!_sq_ring_empty(&v->ring))
+			return true;
+	}
+	return false;
+}
+
+/* A job of class r: from its root queue, else from a ring that holds it
+ * (when the mask says one may). */
+static struct sq_job_s *
+_sq_take_root(struct sq_worker_s *self, int r, int *root)
+{
+	struct sq_job_s *job = _sq_root_pop(r);
+	if (job) {
+		*root = r;
+		return job;
+	}
+	if (!(__atomic_load_n(&_sq_pool.ring_mask, __ATOMIC_RELAXED) &
+			(1u << r)) || self == NULL)
+		return NULL;
+	if ((job = _sq_steal_root(self, r, root)))
+		return job;
+	/* None found: clear the bit, then look again (see above). Our own
+	 * ring does not count: the caller looks at it itself. */
+	__atomic_fetch_and(&_sq_pool.ring_mask, ~(1u << r), __ATOMIC_SEQ_CST);
+	if (_sq_rings_hold(self, r) || (!_sq_ring_empty(&self->ring) &&
+			self->ring_root == r))
+		_sq_ring_mask_set(r);
+	return _sq_steal_root(self, r, root);
+}
+
+/* Takes by class, highest first, with aging; self's own ring counts as
+ * its `ring_root` class (NULL self: roots only). */
+static struct sq_job_s *
+_sq_take_by_class(struct sq_worker_s *self, int *root)
 {
 	uint32_t c = __atomic_fetch_add(&_sq_pool.pop_counter, 1,
 			__ATOMIC_RELAXED);
@@ -242,21 +358,31 @@ _sq_roots_pop(int *root)
 		first = SQ_ROOT_BACKGROUND;
 	else if (c % 16 == 15)
 		first = SQ_ROOT_LOW;
-	if (first >= 0) {
-		struct sq_job_s *job = _sq_root_pop(first);
-		if (job) {
-			*root = first;
-			return job;
+	struct sq_job_s *job;
+	if (first >= 0 && (job = _sq_take_root(self, first, root)))
+		return job;
+	int own = self != NULL && !_sq_ring_empty(&self->ring) ?
+			self->ring_root : SQ_ROOT_COUNT;
+	for (int r = 0; r < SQ_ROOT_COUNT; r++) {
+		if (r == own) {
+			uintptr_t entry = _sq_ring_pop(&self->ring);
+			if (entry) {
+				*root = (int)(entry & SQ_RING_ROOT_MASK);
+				return (struct sq_job_s *)(entry &
+						~SQ_RING_ROOT_MASK);
+			}
 		}
-	}
-	for (int i = 0; i < SQ_ROOT_COUNT; i++) {
-		struct sq_job_s *job = _sq_root_pop(i);
-		if (job) {
-			*root = i;
+		if ((job = _sq_take_root(self, r, root)))
 			return job;
-		}
 	}
 	return NULL;
+}
+
+/* Takes from the roots by class, with aging (no rings). */
+static struct sq_job_s *
+_sq_roots_pop(int *root)
+{
+	return _sq_take_by_class(NULL, root);
 }
 
 bool
@@ -639,12 +765,22 @@ _sq_pool_push(int root, struct sq_job_s *job)
 	struct sq_worker_s *w = _sq_self;
 	job->link.next = NULL;
 	_sq_tsan_release(job); /* after our last plain write to the job */
-	if (w != NULL && w->root == root &&
+	/* A ring holds one class at a time ("Precedence"). */
+	bool empty = w != NULL && _sq_ring_empty(&w->ring);
+	if (w != NULL && w->root == root && (empty || w->ring_root == root)) {
+		if (empty)
+			__atomic_store_n(&w->ring_root, (uint8_t)root,
+					__ATOMIC_RELAXED);
+	} else {
+		w = NULL;
+	}
+	if (w != NULL &&
 			_sq_ring_push(&w->ring, (uintptr_t)job | (uintptr_t)root)) {
 		/* Full fence: orders the ring's tail store before the load of
 		 * `searching` in notify (pairs with the parking worker's
-		 * decrement-then-look). */
+		 * decrement-then-look), and before the mask's load. */
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		_sq_ring_mask_set(root);
 	} else {
 		struct sq_root_rq_s *rq = &_sq_pool.roots[root];
 		/* A full barrier (an atomic exchange), same pairing. */
@@ -726,10 +862,20 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 	struct sq_job_s *job;
 	if (++w->tick % 61 == 0 && (job = _sq_roots_pop(root)))
 		return job;
-	uintptr_t entry = _sq_ring_pop(&w->ring);
-	if (entry) {
-		*root = (int)(entry & SQ_RING_ROOT_MASK);
-		return (struct sq_job_s *)(entry & ~SQ_RING_ROOT_MASK);
+	/* Our own ring first, unless higher work waits elsewhere
+	 * ("Precedence"). */
+	if (!_sq_ring_empty(&w->ring)) {
+		int own = w->ring_root;
+		if (_sq_best_waiting(own) == own) {
+			uintptr_t entry = _sq_ring_pop(&w->ring);
+			if (entry) {
+				*root = (int)(entry & SQ_RING_ROOT_MASK);
+				return (struct sq_job_s *)(entry &
+						~SQ_RING_ROOT_MASK);
+			}
+		} else if ((job = _sq_take_by_class(w, root))) {
+			return job;
+		}
 	}
 	/* What waits behind a blocked thread does not wait for it: the run
 	 * queue belongs to the worker slot, not to its thread (Go's P). Its
@@ -745,7 +891,7 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 			!= 0;
 	if (blocked && (job = _sq_take_blocked(w, root, false)))
 		return job;
-	if ((job = _sq_roots_pop(root)))
+	if ((job = _sq_take_by_class(w, root)))
 		return job;
 	if (blocked && (job = _sq_take_blocked(w, root, true)))
 		return job;
@@ -764,7 +910,17 @@ _sq_find_work(struct sq_worker_s *w, int *root, bool *handoff)
 		*handoff = false;
 		return job;
 	}
-	/* The job our last job handed on first (pool_slot.c). */
+	/* The job our last job handed on first (pool_slot.c), unless it is
+	 * of a lower class than work waiting elsewhere: then it goes to the
+	 * normal path, where the class order applies ("Precedence"). */
+	uintptr_t slot = __atomic_load_n(&w->next, __ATOMIC_RELAXED);
+	if (slot != 0) {
+		int r = (int)(slot & SQ_RING_ROOT_MASK);
+		if (r != 0 && _sq_best_waiting(r) < r) {
+			_sq_pool_flush_next();
+			w->next_streak = 0;
+		}
+	}
 	if (w->next_streak < SQ_NEXT_STREAK && (job = _sq_next_take(w, root))) {
 		w->next_streak++;
 		*handoff = true;
@@ -1318,4 +1474,19 @@ _sq_pool_atfork_child(void)
 	_sq_self = NULL;
 	_sq_lock_sleep_flag = NULL;
 	_sq_apply_depth = 0;
+}
+
+/* ---- QoS of the calling thread ------------------------------------------ */
+
+int
+_sq_thread_root(void)
+{
+	struct sq_worker_s *w = _sq_self;
+	return w != NULL ? w->root : SQ_ROOT_DEFAULT;
+}
+
+sq_qos_class_t
+sq_qos_class_self(void)
+{
+	return _sq_root_qos(_sq_thread_root());
 }

@@ -30,8 +30,9 @@
 #define SQ_BLOCKED_SEEN 2u /* seen asleep mid-job by the monitor */
 #define SQ_BLOCKED_SYNC 4u /* waiting for its turn on a queue (sync) */
 
-/* Ring entries carry the root index of the job in their low bits. */
-#define SQ_RING_ROOT_MASK ((uintptr_t)3)
+/* Ring entries carry the root index of the job in their low bits (jobs
+ * are 8-byte aligned: they begin with a pointer). */
+#define SQ_RING_ROOT_MASK ((uintptr_t)7)
 
 struct sq_ring_s {
 	uint32_t head; /* CAS by the owner and by thieves */
@@ -52,6 +53,10 @@ struct sq_worker_s {
 	bool niced;
 	bool on_idle_list;   /* under the idle lock */
 	bool leave;          /* asked to give its thread back (pool.c) */
+	/* The root index of every entry in the ring: the owner sets it when
+	 * it pushes to an empty ring and pushes only that root's jobs after
+	 * (see "Precedence", pool.c). Read by others as a hint. */
+	uint8_t ring_root;
 	int root;            /* root index of the job being run */
 	uint32_t tick;
 	uint64_t parked_at;  /* when it last parked (monotonic ns) */
@@ -116,6 +121,9 @@ struct sq_pool_s {
 	uint32_t spin_ns;  /* the adaptive spin budget (relaxed: a hint) */
 	int32_t nidle;
 	uint32_t pop_counter;
+	/* Bit r: some ring may hold root r's jobs (see "Precedence", pool.c).
+	 * Set by a pusher, cleared by a looker that found none. */
+	uint32_t ring_mask;
 	sq_spinlock_t spawn_lock;
 	sq_spinlock_t idle_lock;
 	struct sq_worker_s *idle;        /* the idle list: most recent first */

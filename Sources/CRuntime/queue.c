@@ -68,9 +68,13 @@ static const struct sq_vtable_s _sq_static_queue_vtable = {
 		.job = { .kind = SQ_JOB_QUEUE },                               \
 		.type = (t),                                                   \
 		.root_index = (index),                                         \
+		.qos_root = (index),                                           \
+		.override_root = SQ_ROOT_NONE,                                 \
 	}
 
 struct sq_queue_s _sq_root_queues[SQ_ROOT_COUNT] = {
+	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_INTERACTIVE,
+			"com.swiftqueues.root.user-interactive"),
 	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_HIGH,
 			"com.swiftqueues.root.high"),
 	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_DEFAULT,
@@ -94,17 +98,112 @@ struct sq_queue_s _sq_main_queue = {
 	.job = { .kind = SQ_JOB_QUEUE },
 	.type = SQ_QUEUE_TYPE_MAIN,
 	.root_index = SQ_ROOT_DEFAULT,
+	.qos_root = SQ_ROOT_NONE,
+	.override_root = SQ_ROOT_NONE,
 	.tail = { .p = &_sq_main_queue.head.node },
 };
 
 struct sq_queue_attr_s {
 	bool concurrent;
 	bool inactive;
+	uint8_t qos_root; /* SQ_ROOT_NONE, or the class's root index */
+	int8_t relpri;
 };
 
-struct sq_queue_attr_s _sq_queue_attr_concurrent = { true, false };
-struct sq_queue_attr_s _sq_queue_attr_serial_inactive = { false, true };
-struct sq_queue_attr_s _sq_queue_attr_concurrent_inactive = { true, true };
+struct sq_queue_attr_s _sq_queue_attr_concurrent = { true, false,
+		SQ_ROOT_NONE, 0 };
+struct sq_queue_attr_s _sq_queue_attr_serial_inactive = { false, true,
+		SQ_ROOT_NONE, 0 };
+struct sq_queue_attr_s _sq_queue_attr_concurrent_inactive = { true, true,
+		SQ_ROOT_NONE, 0 };
+
+/* Attributes with a QoS class are constants too, as in libdispatch: one
+ * per combination, filled in on first use (the same values every time, so
+ * racing fills are harmless). Index: concurrent, inactive, root, -relpri. */
+#define SQ_RELPRI_COUNT (1 - SQ_QOS_MIN_RELATIVE_PRIORITY)
+static struct sq_queue_attr_s
+		_sq_queue_attr_qos[2][2][SQ_ROOT_COUNT][SQ_RELPRI_COUNT];
+
+static sq_queue_attr_t
+_sq_queue_attr_get(bool concurrent, bool inactive, int root, int relpri)
+{
+	if (root == SQ_ROOT_NONE) {
+		if (concurrent)
+			return inactive ? SQ_QUEUE_CONCURRENT_INACTIVE
+					: SQ_QUEUE_CONCURRENT;
+		return inactive ? SQ_QUEUE_SERIAL_INACTIVE : SQ_QUEUE_SERIAL;
+	}
+	struct sq_queue_attr_s *a =
+			&_sq_queue_attr_qos[concurrent][inactive][root][-relpri];
+	*a = (struct sq_queue_attr_s){ concurrent, inactive, (uint8_t)root,
+			(int8_t)relpri };
+	return a;
+}
+
+/* ---- QoS classes ------------------------------------------------------ */
+
+static const unsigned _sq_root_qos_classes[SQ_ROOT_COUNT] = {
+	SQ_QOS_CLASS_USER_INTERACTIVE, SQ_QOS_CLASS_USER_INITIATED,
+	SQ_QOS_CLASS_DEFAULT, SQ_QOS_CLASS_UTILITY, SQ_QOS_CLASS_BACKGROUND,
+};
+
+int
+_sq_qos_root(unsigned qos_class)
+{
+	for (int i = 0; i < SQ_ROOT_COUNT; i++)
+		if (_sq_root_qos_classes[i] == qos_class)
+			return i;
+	return -1;
+}
+
+unsigned
+_sq_root_qos(int root)
+{
+	return root >= 0 && root < SQ_ROOT_COUNT ? _sq_root_qos_classes[root]
+			: SQ_QOS_CLASS_UNSPECIFIED;
+}
+
+sq_queue_attr_t
+sq_queue_attr_make_with_qos_class(sq_queue_attr_t attr,
+		sq_qos_class_t qos_class, int relative_priority)
+{
+	int root = qos_class == SQ_QOS_CLASS_UNSPECIFIED ? SQ_ROOT_NONE
+			: _sq_qos_root(qos_class);
+	if (root < 0 || relative_priority > 0 ||
+			relative_priority < SQ_QOS_MIN_RELATIVE_PRIORITY)
+		return NULL;
+	if (root == SQ_ROOT_NONE)
+		relative_priority = 0;
+	return _sq_queue_attr_get(attr && attr->concurrent,
+			attr && attr->inactive, root, relative_priority);
+}
+
+sq_qos_class_t
+sq_queue_get_qos_class(sq_queue_t queue, int *relative_priority_ptr)
+{
+	_sq_queue_validate("sq_queue_get_qos_class", queue);
+	if (relative_priority_ptr != NULL)
+		*relative_priority_ptr = queue->qos_root == SQ_ROOT_NONE ? 0
+				: queue->qos_relpri;
+	return queue->qos_root == SQ_ROOT_NONE ? SQ_QOS_CLASS_UNSPECIFIED
+			: _sq_root_qos(queue->qos_root);
+}
+
+bool
+_sq_object_is_queue(const struct sq_object_s *o)
+{
+	return o->vtable == &_sq_queue_vtable;
+}
+
+/* Where a queue goes when given no target: its class's global queue, or
+ * the default one. */
+struct sq_queue_s *
+_sq_queue_default_target(struct sq_queue_s *q)
+{
+	if (q->type != SQ_QUEUE_TYPE_ROOT && q->qos_root != SQ_ROOT_NONE)
+		return &_sq_root_queues[q->qos_root];
+	return &_sq_root_queues[SQ_ROOT_DEFAULT];
+}
 
 static uint32_t _sq_queue_serial_counter;
 
@@ -157,9 +256,10 @@ _sq_queue_validate(const char *call, struct sq_queue_s *q)
 sq_queue_attr_t
 sq_queue_attr_make_initially_inactive(sq_queue_attr_t attr)
 {
-	if (attr != NULL && attr->concurrent)
-		return SQ_QUEUE_CONCURRENT_INACTIVE;
-	return SQ_QUEUE_SERIAL_INACTIVE;
+	if (attr == NULL)
+		return SQ_QUEUE_SERIAL_INACTIVE;
+	return _sq_queue_attr_get(attr->concurrent, true, attr->qos_root,
+			attr->relpri);
 }
 
 sq_queue_t
@@ -179,12 +279,15 @@ sq_queue_create_with_target(const char *label, sq_queue_attr_t attr,
 	q->state = (attr && attr->inactive) ? SQ_STATE_INACTIVE : 0;
 	q->serial_num = __atomic_add_fetch(&_sq_queue_serial_counter, 1,
 			__ATOMIC_RELAXED);
+	q->qos_root = attr ? attr->qos_root : SQ_ROOT_NONE;
+	q->qos_relpri = attr ? attr->relpri : 0;
+	q->override_root = SQ_ROOT_NONE;
 	if (label != NULL && (q->obj.label = strdup(label)) == NULL)
 		_sq_client_crash("sq_queue_create", "out of memory");
 	__cds_wfcq_init(&q->head, &q->tail);
 
 	if (target == NULL)
-		target = _sq_default_root();
+		target = _sq_queue_default_target(q);
 	else
 		_sq_queue_validate("sq_queue_create_with_target", target);
 	_sq_retain_internal(target);
@@ -266,9 +369,126 @@ _sq_queue_enqueue_self(struct sq_queue_s *q)
 	_sq_retain_internal(q);
 	struct sq_queue_s *t = _sq_queue_target(q);
 	if (_sq_queue_is_root(t) && _sq_queue_hand_off_here())
-		_sq_pool_push_next(t->root_index, &q->job);
+		_sq_pool_push_next(_sq_job_root(&q->job, t->root_index),
+				&q->job);
 	else
 		_sq_queue_push(t, &q->job);
+}
+
+/* ---- Overrides -----------------------------------------------------------
+ *
+ * A serial queue whose pending work a thread of a higher class needs (a
+ * sync caller, a waiter on a work item queued there, a work item of a
+ * higher class queued behind lower work) is raised to that class:
+ * `override_root` holds the class, and wherever the queue's job is pushed
+ * to a root queue it goes to the raised root instead (_sq_job_root). If
+ * the job waits in a lower run queue right now, a stub job on the raised
+ * root claims the queue (DRAINING, as a sync caller taking it over does)
+ * and drains it there; the job, when it runs later, finds the queue held
+ * and leaves it (DETACHED). If a drainer of the lower class holds it, the
+ * drainer gives the queue back after its current task and puts the job on
+ * the raised root. A queue in a chain raises the queues it targets too.
+ *
+ * An override ends when the queue runs dry: the drainer that gives the
+ * queue up empty resets `override_root` first. Everything queued when the
+ * override was made has run by then; work queued later keeps the raise
+ * only while the queue has not been empty in between (libdispatch's rule
+ * too). Nothing else raises a queue, so no raise outlives the queue's
+ * next idle moment.
+ */
+
+int
+_sq_job_root(struct sq_job_s *job, int root)
+{
+	int r = SQ_ROOT_NONE;
+	if (job->kind == SQ_JOB_QUEUE)
+		r = __atomic_load_n(&caa_container_of(job, struct sq_queue_s,
+				job)->override_root, __ATOMIC_RELAXED);
+	else if (job->flags & SQ_CONT_QOS_MASK)
+		r = (int)((job->flags & SQ_CONT_QOS_MASK) >>
+				SQ_CONT_QOS_SHIFT) - 1;
+	return r < root ? r : root;
+}
+
+static void _sq_override_run(void *ctx);
+
+/* Puts a stub on root `root` for q if q's job waits in a run queue
+ * (seq-cst load: after the raise, so a drainer that has not seen the
+ * raise is seen DRAINING here). */
+static void
+_sq_override_stub(struct sq_queue_s *q, int root)
+{
+	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_SEQ_CST);
+	if (!(s & SQ_STATE_ENQUEUED) || (s & (SQ_STATE_DRAINING |
+			SQ_STATE_INACTIVE | SQ_STATE_SUSPEND_MASK)))
+		return;
+	_sq_retain_internal(q);
+	struct sq_cont_s *c = _sq_cont_make(&_sq_root_queues[root], q,
+			_sq_override_run, 0);
+	_sq_pool_push(root, &c->job);
+}
+
+/* The stub's work: drain the raised queue here, if it still waits. */
+static void
+_sq_override_run(void *ctx)
+{
+	struct sq_queue_s *q = ctx;
+	if (_sq_drain_claim(q)) {
+		struct sq_frame_s frame;
+		uint32_t pops = __atomic_load_n(&q->pops, __ATOMIC_RELAXED);
+		_sq_drain_phase(q, SQ_DRAIN_LOOP);
+		_sq_frame_push(&frame, q, true);
+		for (unsigned ran = 0; ran < SQ_DRAIN_BUDGET &&
+				_sq_drain_may_pop(q); ran++) {
+			struct sq_job_s *job = _sq_queue_next(q);
+			if (job == NULL)
+				break;
+			_sq_drain_phase(q, SQ_DRAIN_TASK);
+			_sq_drain_pops(q, ++pops);
+			_sq_job_run(job);
+			_sq_drain_phase(q, SQ_DRAIN_LOOP);
+		}
+		_sq_drain_phase(q, SQ_DRAIN_IDLE);
+		_sq_frame_pop(&frame);
+		/* Keeps ENQUEUED while the queue's job still waits; gives
+		 * the queue up if the job ran meanwhile (DETACHED). */
+		_sq_drain_release(q);
+		/* Budget spent and still raised: another turn up here. */
+		int r = __atomic_load_n(&q->override_root, __ATOMIC_RELAXED);
+		if (r != SQ_ROOT_NONE && !_sq_queue_is_empty(q))
+			_sq_override_stub(q, r);
+	}
+	_sq_release_internal(q);
+}
+
+void
+_sq_queue_raise(struct sq_queue_s *q, int root)
+{
+	for (int depth = 0; depth <= SQ_MAX_TARGET_DEPTH &&
+			q->type == SQ_QUEUE_TYPE_SERIAL; depth++) {
+		struct sq_queue_s *t = _sq_queue_target(q);
+		int own = _sq_queue_root_of(q)->root_index;
+		uint8_t cur = __atomic_load_n(&q->override_root,
+				__ATOMIC_RELAXED);
+		bool raised = false;
+		while (root < own && root < cur) {
+			if (__atomic_compare_exchange_n(&q->override_root, &cur,
+					(uint8_t)root, false, __ATOMIC_SEQ_CST,
+					__ATOMIC_RELAXED)) {
+				raised = true;
+				break;
+			}
+		}
+		if (!raised)
+			return;
+		/* Its job waits in a lower run queue: a stub on the raised
+		 * root takes the queue over. */
+		if (_sq_queue_is_root(t)) {
+			_sq_override_stub(q, root);
+			return;
+		}
+		q = t;
+	}
 }
 
 
@@ -312,6 +532,11 @@ _sq_queue_wakeup(struct sq_queue_s *q)
 void
 _sq_queue_relinquish(struct sq_queue_s *q)
 {
+	/* The override ends with the work that needed it ("Overrides"). */
+	if (__atomic_load_n(&q->override_root, __ATOMIC_RELAXED) !=
+			SQ_ROOT_NONE && _sq_queue_is_empty(q))
+		__atomic_store_n(&q->override_root, SQ_ROOT_NONE,
+				__ATOMIC_RELAXED);
 	SQ_CHAOS_POINT();
 	uint64_t s = __atomic_and_fetch(&q->state, ~(SQ_STATE_ENQUEUED |
 			SQ_STATE_DRAINING | SQ_STATE_WANTED), __ATOMIC_SEQ_CST);
@@ -328,7 +553,7 @@ void
 _sq_queue_push(struct sq_queue_s *q, struct sq_job_s *job)
 {
 	if (_sq_queue_is_root(q)) {
-		_sq_pool_push(q->root_index, job);
+		_sq_pool_push(_sq_job_root(job, q->root_index), job);
 		return;
 	}
 	/*
@@ -678,10 +903,15 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 		_sq_job_run(job);
 		_sq_drain_phase(q, SQ_DRAIN_LOOP);
 		ran++;
-		if (budget && ran >= budget && !_sq_queue_is_empty(q)) {
+		if (budget && (ran >= budget || _sq_pool_higher_waiting() ||
+				__atomic_load_n(&q->override_root,
+				__ATOMIC_RELAXED) < _sq_thread_root()) &&
+				!_sq_queue_is_empty(q)) {
 			/* Fairness: back to the end of the target (the main
 			 * loop's next turn for the main queue), still
-			 * ENQUEUED, with the drainer's reference. */
+			 * ENQUEUED, with the drainer's reference; and
+			 * precedence: work of a higher class than the
+			 * queue's waits (pool.c, "Precedence"). */
 			_sq_drain_phase(q, SQ_DRAIN_IDLE);
 			_sq_frame_pop(&frame);
 			if (q->type == SQ_QUEUE_TYPE_MAIN) {
@@ -857,6 +1087,18 @@ _sq_notify_fire(struct sq_notify_s *n)
 }
 
 void
+_sq_async_qos(const char *call, struct sq_queue_s *q, void *ctx,
+		sq_function_t func, bool barrier, int root)
+{
+	uint32_t flags = barrier ? SQ_CONT_BARRIER : 0;
+	if (root != SQ_ROOT_NONE)
+		flags |= (uint32_t)(root + 1) << SQ_CONT_QOS_SHIFT;
+	_sq_async(call, q, ctx, func, flags);
+	if (root != SQ_ROOT_NONE)
+		_sq_queue_raise(q, root);
+}
+
+void
 sq_async_f(sq_queue_t queue, void *context, sq_function_t function)
 {
 	_sq_async("sq_async_f", queue, context, function, 0);
@@ -874,7 +1116,10 @@ sq_barrier_async_f(sq_queue_t queue, void *context, sq_function_t function)
 sq_queue_t
 sq_get_global_queue(intptr_t priority, uintptr_t flags)
 {
-	int index;
+	int index = priority > 0 && priority <= UINT8_MAX ?
+			_sq_qos_root((unsigned)priority) : -1;
+	if (index >= 0)
+		return &_sq_root_queues[index];
 	if (priority > SQ_QUEUE_PRIORITY_DEFAULT)
 		index = SQ_ROOT_HIGH;
 	else if (priority == SQ_QUEUE_PRIORITY_DEFAULT)

@@ -34,6 +34,10 @@ struct sq_job_s {
 #define SQ_CONT_FORWARDED 0x4u /* started by concurrent queue `queue`; tell
                                   it when done (_sq_concurrent_item_done) */
 #define SQ_CONT_GROUP 0x8u     /* data is a group to leave when done */
+/* Bits 8-10: 1 + the root index of the continuation's own QoS class (a
+ * work item's), 0 for none: it runs no lower than that class. */
+#define SQ_CONT_QOS_SHIFT 8
+#define SQ_CONT_QOS_MASK (7u << SQ_CONT_QOS_SHIFT)
 
 /* One unit of submitted work: 48 bytes, from a per-thread cache. */
 struct sq_cont_s {
@@ -97,6 +101,15 @@ struct sq_queue_s {
 	struct sq_job_s job;    /* this queue as a job on its target */
 	uint32_t type;
 	int32_t root_index;   /* root queues: which priority */
+	/* The queue's own QoS class as a root index (SQ_ROOT_NONE: none) and
+	 * its relative priority, from its attribute; fixed at creation. */
+	uint8_t qos_root;
+	int8_t qos_relpri;
+	/* Raised (see "Overrides", queue.c): the root index its job goes to
+	 * while work of a higher class waits in it; SQ_ROOT_NONE when not
+	 * raised. Lowered by CAS, reset by the drainer that gives the queue
+	 * up empty. */
+	uint8_t override_root;
 	uint64_t state;       /* see SQ_STATE_* */
 	uint32_t serial_num;  /* for messages and debugging */
 
@@ -226,13 +239,40 @@ _sq_task_run(sq_function_t func, void *ctx)
 	func(ctx);
 }
 
-#define SQ_ROOT_COUNT 4
+/* The root queues, one per QoS class, highest first: a lower index is a
+ * higher class (the pool's precedence compares indexes). HIGH is
+ * USER_INITIATED and LOW is UTILITY, as in libdispatch. */
+#define SQ_ROOT_COUNT 5
 enum {
-	SQ_ROOT_HIGH = 0,
-	SQ_ROOT_DEFAULT = 1,
-	SQ_ROOT_LOW = 2,
-	SQ_ROOT_BACKGROUND = 3,
+	SQ_ROOT_INTERACTIVE = 0,
+	SQ_ROOT_HIGH = 1,
+	SQ_ROOT_DEFAULT = 2,
+	SQ_ROOT_LOW = 3,
+	SQ_ROOT_BACKGROUND = 4,
 };
+/* A queue with no QoS class of its own (struct sq_queue_s, qos_root). */
+#define SQ_ROOT_NONE 0xff
+
+/* sq_async_f (or the barrier form) of work with a class of its own
+ * (`root`, SQ_ROOT_NONE for none): it runs no lower than that class, and
+ * raises a serial queue it waits in (workitem.c). */
+SQ_INTERNAL void _sq_async_qos(const char *call, struct sq_queue_s *q,
+		void *ctx, sq_function_t func, bool barrier, int root);
+/* Raises a serial queue (and the serial queues it targets) to class
+ * `root` until the work queued in it now has run (queue.c, "Overrides"). */
+SQ_INTERNAL void _sq_queue_raise(struct sq_queue_s *q, int root);
+/* The root index a job pushed to root queue `root` goes to: higher if the
+ * job is a raised queue or a continuation with a class of its own. */
+SQ_INTERNAL int _sq_job_root(struct sq_job_s *job, int root);
+/* The class of the calling thread's work as a root index (pool.c). */
+SQ_INTERNAL int _sq_thread_root(void);
+/* Whether an object is a queue one can retarget (created, not global). */
+SQ_INTERNAL bool _sq_object_is_queue(const struct sq_object_s *o);
+/* A queue's target when given none: its class's root, or DEFAULT. */
+SQ_INTERNAL struct sq_queue_s *_sq_queue_default_target(struct sq_queue_s *q);
+/* QoS class <-> root index (queue.c); -1 for a value that is no class. */
+SQ_INTERNAL int _sq_qos_root(unsigned qos_class);
+SQ_INTERNAL unsigned _sq_root_qos(int root);
 
 SQ_INTERNAL extern struct sq_queue_s _sq_root_queues[SQ_ROOT_COUNT];
 SQ_INTERNAL extern struct sq_queue_s _sq_main_queue;
@@ -384,6 +424,9 @@ SQ_INTERNAL bool _sq_pool_can_hand_off(void);
 /* Moves the calling worker's next-job slot job, if any, to its ring or a
  * root queue: for work that goes on after a hand-off (the on-time runner). */
 SQ_INTERNAL void _sq_pool_flush_next(void);
+/* Whether work of a higher class than the calling worker's job waits
+ * where the worker could take it (false off the pool). */
+SQ_INTERNAL bool _sq_pool_higher_waiting(void);
 /* Diagnostics (tests, benchmarks): slot jobs run by their owners, taken by
  * the slots' guard, and the guard's naps, summed over the workers. */
 SQ_INTERNAL void _sq_debug_pool_handoffs(uint64_t *handoffs,

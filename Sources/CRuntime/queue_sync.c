@@ -540,7 +540,13 @@ _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc)
 	uint64_t take_at = 0;
 	if (top != NULL) {
 		take_at = _sq_monotonic_ns();
-		if (!_sq_pool_holds(&top->job))
+		/* A caller of a higher class than the queue's raises it
+		 * (queue.c, "Overrides") and takes it over at once: the work
+		 * ahead of it runs on its thread, at its class. */
+		int mine = _sq_thread_root();
+		if (mine < _sq_queue_root_of(top)->root_index)
+			_sq_queue_raise(q, mine);
+		else if (!_sq_pool_holds(&top->job))
 			take_at += SQ_TAKE_OVER_NS;
 	}
 	for (;;) {

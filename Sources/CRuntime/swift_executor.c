@@ -213,13 +213,16 @@ _sq_swift_run_main(void *job)
 	SQ_TRACE_SWIFT_JOB_END(job);
 }
 
-/* Job priority (Swift's TaskPriority raw value) -> root queue index:
- * userInitiated and above HIGH, default and unspecified DEFAULT, utility
- * LOW, background BACKGROUND. */
+/* Job priority (Swift's TaskPriority raw value, libdispatch's QoS class
+ * values) -> root queue index: userInteractive (0x21) and above
+ * USER_INTERACTIVE, userInitiated / high USER_INITIATED, medium and
+ * unspecified DEFAULT, utility / low UTILITY, background BACKGROUND. */
 static int
 _sq_swift_root_index(void *job)
 {
 	unsigned p = (((struct sq_swift_job_s *)job)->flags >> 8) & 0xff;
+	if (p >= 0x21)
+		return SQ_ROOT_INTERACTIVE;
 	if (p >= 0x19)
 		return SQ_ROOT_HIGH;
 	if (p >= 0x15 || p == 0)

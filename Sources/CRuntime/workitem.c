@@ -38,7 +38,9 @@
 #define WI_WAITERS 0x8u
 #define WI_NOTIFS 0x10u
 
-#define WI_KNOWN_FLAGS SQ_WORKITEM_BARRIER
+#define WI_KNOWN_FLAGS (SQ_WORKITEM_BARRIER | SQ_WORKITEM_DETACHED |        \
+		SQ_WORKITEM_ASSIGN_CURRENT | SQ_WORKITEM_NO_QOS_CLASS |        \
+		SQ_WORKITEM_INHERIT_QOS_CLASS | SQ_WORKITEM_ENFORCE_QOS_CLASS)
 
 struct sq_workitem_s {
 	struct sq_object_s object;
@@ -49,6 +51,12 @@ struct sq_workitem_s {
 	sq_spinlock_t notify_lock;
 	struct sq_notify_s *notify_head; /* FIFO, under the lock */
 	struct sq_notify_s **notify_tail;
+	/* Its QoS class as a root index (SQ_ROOT_NONE: none) and relative
+	 * priority; the queue its last submission went to (a reference
+	 * held until the item is destroyed), for waiters to raise. */
+	uint8_t qos_root;
+	int8_t relpri;
+	struct sq_queue_s *queue;
 };
 
 static void
@@ -59,6 +67,8 @@ _sq_workitem_dispose(struct sq_object_s *object)
 	 * now: like libdispatch's blocks, it counts as done, and pending
 	 * notifications are submitted rather than dropped. */
 	_sq_notify_fire(item->notify_head);
+	if (item->queue != NULL)
+		_sq_release_internal(item->queue);
 	_sq_object_free(object);
 }
 
@@ -83,13 +93,13 @@ static const struct sq_vtable_s _sq_workitem_vtable = {
 	.debug = _sq_workitem_debug,
 };
 
-sq_workitem_t
-sq_workitem_create_f(sq_workitem_flags_t flags, void *context,
-		sq_function_t function)
+static sq_workitem_t
+_sq_workitem_create(const char *call, sq_workitem_flags_t flags, int root,
+		int relpri, void *context, sq_function_t function)
 {
-	_SQ_REQUIRE_FUNCTION("sq_workitem_create_f", function);
+	_SQ_REQUIRE_FUNCTION(call, function);
 	if (SQ_UNLIKELY(flags & ~(sq_workitem_flags_t)WI_KNOWN_FLAGS)) {
-		_sq_client_crash("sq_workitem_create_f", "unknown flags 0x%lx",
+		_sq_client_crash(call, "unknown flags 0x%lx",
 				flags & ~(sq_workitem_flags_t)WI_KNOWN_FLAGS);
 	}
 	struct sq_workitem_s *item = _sq_object_alloc(&_sq_workitem_vtable,
@@ -98,7 +108,38 @@ sq_workitem_create_f(sq_workitem_flags_t flags, void *context,
 	item->function_context = context;
 	item->function = function;
 	item->notify_tail = &item->notify_head;
+	if (root == SQ_ROOT_NONE && (flags & SQ_WORKITEM_ASSIGN_CURRENT))
+		root = _sq_thread_root();
+	item->qos_root = (uint8_t)root;
+	item->relpri = (int8_t)relpri;
 	return item;
+}
+
+sq_workitem_t
+sq_workitem_create_f(sq_workitem_flags_t flags, void *context,
+		sq_function_t function)
+{
+	return _sq_workitem_create("sq_workitem_create_f", flags,
+			SQ_ROOT_NONE, 0, context, function);
+}
+
+sq_workitem_t
+sq_workitem_create_with_qos_class_f(sq_workitem_flags_t flags,
+		sq_qos_class_t qos_class, int relative_priority, void *context,
+		sq_function_t function)
+{
+	const char *call = "sq_workitem_create_with_qos_class_f";
+	int root = qos_class == SQ_QOS_CLASS_UNSPECIFIED ? SQ_ROOT_NONE
+			: _sq_qos_root(qos_class);
+	if (SQ_UNLIKELY(root < 0))
+		_sq_client_crash(call, "0x%x is not a QoS class", qos_class);
+	if (SQ_UNLIKELY(relative_priority > 0 ||
+			relative_priority < SQ_QOS_MIN_RELATIVE_PRIORITY))
+		_sq_client_crash(call, "relative priority %d is out of range "
+				"(%d to 0)", relative_priority,
+				SQ_QOS_MIN_RELATIVE_PRIORITY);
+	return _sq_workitem_create(call, flags, root, relative_priority,
+			context, function);
 }
 
 /* Called once by whoever set FINISHED; `old` is the state before. */
@@ -163,10 +204,45 @@ sq_async_workitem(sq_queue_t queue, sq_workitem_t item)
 	if (state & (WI_STARTED | WI_CANCELLED))
 		return; /* ran, running or cancelled: nothing to do */
 	_sq_retain_internal(item);
-	if (item->flags & SQ_WORKITEM_BARRIER)
-		sq_barrier_async_f(queue, item, _sq_workitem_invoke);
-	else
-		sq_async_f(queue, item, _sq_workitem_invoke);
+	/* The class it runs at: the queue's, or the item's where that is
+	 * higher and the item enforces it or the queue has none of its own
+	 * (libdispatch's ENFORCE and INHERIT). */
+	int root = SQ_ROOT_NONE;
+	if (item->qos_root != SQ_ROOT_NONE) {
+		int qr = _sq_queue_root_of(queue)->root_index;
+		bool own = _sq_queue_is_root(queue) ||
+				queue->qos_root != SQ_ROOT_NONE;
+		if (item->qos_root < qr && (!own ||
+				(item->flags & SQ_WORKITEM_ENFORCE_QOS_CLASS)))
+			root = item->qos_root;
+	}
+	_sq_retain_internal(queue);
+	struct sq_queue_s *old = __atomic_exchange_n(&item->queue, queue,
+			__ATOMIC_ACQ_REL);
+	if (old != NULL)
+		_sq_release_internal(old);
+	_sq_async_qos("sq_async_workitem", queue, item, _sq_workitem_invoke,
+			(item->flags & SQ_WORKITEM_BARRIER) != 0, root);
+}
+
+/* A waiter of a higher class than the item's queue: raise the queue (a
+ * serial one), or run the item on the waiter's class (a global queue:
+ * whichever runs first claims it, the other does nothing). */
+static void
+_sq_workitem_raise(struct sq_workitem_s *item)
+{
+	struct sq_queue_s *q = __atomic_load_n(&item->queue, __ATOMIC_ACQUIRE);
+	if (q == NULL)
+		return;
+	int mine = _sq_thread_root();
+	if (mine >= _sq_queue_root_of(q)->root_index)
+		return;
+	if (q->type == SQ_QUEUE_TYPE_SERIAL) {
+		_sq_queue_raise(q, mine);
+	} else if (_sq_queue_is_root(q)) {
+		_sq_retain_internal(item);
+		sq_async_f(&_sq_root_queues[mine], item, _sq_workitem_invoke);
+	}
 }
 
 void
@@ -234,6 +310,8 @@ sq_workitem_wait(sq_workitem_t item, sq_time_t timeout)
 			_sq_pool_help(_sq_workitem_is_finished,
 			_sq_workitem_is_its_job, item))
 		old = __atomic_load_n(&item->state, __ATOMIC_ACQUIRE);
+	if (!(old & (WI_FINISHED | WI_STARTED)) && timeout != SQ_TIME_NOW)
+		_sq_workitem_raise(item);
 	for (;;) {
 		if (old & WI_FINISHED)
 			return 0;

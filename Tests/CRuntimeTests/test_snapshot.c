@@ -232,7 +232,9 @@ test_known_set(void)
 	CHECK_EQ(s->thread_count, 0); /* the watchdog is off */
 	CHECK(s->queue_count >= 10);
 	CHECK(strcmp(s->queues[0].kind, "main") == 0);
-	CHECK(strcmp(s->queues[1].label, "com.swiftqueues.root.high") == 0);
+	CHECK(strcmp(s->queues[1].label,
+			"com.swiftqueues.root.user-interactive") == 0);
+	CHECK(strcmp(s->queues[2].label, "com.swiftqueues.root.high") == 0);
 	CHECK(strcmp(s->queues[4].kind, "global") == 0);
 	CHECK_EQ(s->queues[4].running, -1);
 	const sq_snapshot_queue_t *q = find_queue(s,

@@ -56,6 +56,57 @@ SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_attr_t
 sq_queue_attr_make_initially_inactive(sq_queue_attr_t SQ_NULLABLE attr);
 
+/* ---- Quality of service ---- */
+
+/*!
+ * Quality-of-service classes, libdispatch's values. Work of a higher class
+ * runs before waiting work of a lower one, and on threads the system
+ * schedules ahead of the lower classes' (see docs/PRIORITIES.md).
+ * UNSPECIFIED means "no class of its own": a queue without one takes its
+ * target's, and a program's own thread counts as DEFAULT.
+ */
+typedef unsigned int sq_qos_class_t;
+#define SQ_QOS_CLASS_USER_INTERACTIVE 0x21u
+#define SQ_QOS_CLASS_USER_INITIATED 0x19u
+#define SQ_QOS_CLASS_DEFAULT 0x15u
+#define SQ_QOS_CLASS_UTILITY 0x11u
+#define SQ_QOS_CLASS_BACKGROUND 0x09u
+#define SQ_QOS_CLASS_UNSPECIFIED 0x00u
+/*! Relative priorities run from this to 0 (within a class; lower first). */
+#define SQ_QOS_MIN_RELATIVE_PRIORITY (-15)
+
+/*!
+ * `attr` (serial when NULL) with a QoS class and a relative priority
+ * (SQ_QOS_MIN_RELATIVE_PRIORITY to 0). A queue created with it and no
+ * target of its own targets the global queue of that class. Returns NULL
+ * for a class that is not one of the six, or a priority out of range (as
+ * libdispatch does); queue creation then crashes with a message.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_queue_attr_t SQ_NULLABLE
+sq_queue_attr_make_with_qos_class(sq_queue_attr_t SQ_NULLABLE attr,
+		sq_qos_class_t qos_class, int relative_priority);
+
+/*!
+ * The QoS class `queue` was created with and, through
+ * `relative_priority_ptr` if not NULL, its relative priority; for a global
+ * queue, its class. UNSPECIFIED (and 0) for a queue created without one
+ * and for the main queue.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_qos_class_t
+sq_queue_get_qos_class(sq_queue_t queue,
+		int *SQ_NULLABLE relative_priority_ptr);
+
+/*!
+ * The QoS class the calling thread runs at: the class of the work a
+ * worker runs (raised while it runs work of a higher class on its behalf),
+ * DEFAULT on a thread of the program's own outside any work.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_qos_class_t
+sq_qos_class_self(void);
+
 /* ---- Global, main and current queues ---- */
 
 #define SQ_QUEUE_PRIORITY_HIGH 2
@@ -67,13 +118,15 @@ sq_queue_attr_make_initially_inactive(sq_queue_attr_t SQ_NULLABLE attr);
 #define SQ_TARGET_QUEUE_DEFAULT ((sq_queue_t)NULL)
 
 /*!
- * The global concurrent queue for a priority (HIGH, DEFAULT, LOW, BACKGROUND;
- * other values round to the nearest). `flags` is reserved: pass 0.
- * Retain, release, suspend, resume and set_context are ignored on them.
+ * The global concurrent queue for a QoS class (SQ_QOS_CLASS_*) or a
+ * priority (HIGH is USER_INITIATED, DEFAULT and UNSPECIFIED are DEFAULT,
+ * LOW is UTILITY, BACKGROUND is BACKGROUND; other values round to the
+ * nearest priority). `flags` is reserved: pass 0. Retain, release,
+ * suspend, resume and set_context are ignored on them.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_t
-sq_get_global_queue(intptr_t priority, uintptr_t flags);
+sq_get_global_queue(intptr_t identifier, uintptr_t flags);
 
 /*! The serial queue whose tasks run on the main thread (see sq_main). */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW

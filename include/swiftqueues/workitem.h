@@ -19,6 +19,30 @@ typedef struct sq_workitem_s *sq_workitem_t;
 typedef unsigned long sq_workitem_flags_t;
 /*! Submitted with sq_async_workitem, the item runs as a barrier. */
 #define SQ_WORKITEM_BARRIER 0x1ul
+/*! Accepted for libdispatch's sake: no execution context is attached on
+ * Linux, so there is nothing to detach from. */
+#define SQ_WORKITEM_DETACHED 0x2ul
+/*! The item takes the QoS class of the thread that creates it
+ * (sq_qos_class_self) unless given one with
+ * sq_workitem_create_with_qos_class_f. */
+#define SQ_WORKITEM_ASSIGN_CURRENT 0x4ul
+/*! The item has no QoS class (the default unless one is given). */
+#define SQ_WORKITEM_NO_QOS_CLASS 0x8ul
+/*! Submitted asynchronously, the queue's class wins when the queue has one
+ * of its own (a global queue, or a queue created with a class); the item's
+ * otherwise, never below the class of the queue's target. The default. */
+#define SQ_WORKITEM_INHERIT_QOS_CLASS 0x10ul
+/*! The item's class wins when it is higher than the queue's: a serial
+ * queue it waits in is raised until it has run. */
+#define SQ_WORKITEM_ENFORCE_QOS_CLASS 0x20ul
+
+/* libdispatch's names for the flags (dispatch_block_flags_t). */
+#define SQ_BLOCK_BARRIER SQ_WORKITEM_BARRIER
+#define SQ_BLOCK_DETACHED SQ_WORKITEM_DETACHED
+#define SQ_BLOCK_ASSIGN_CURRENT SQ_WORKITEM_ASSIGN_CURRENT
+#define SQ_BLOCK_NO_QOS_CLASS SQ_WORKITEM_NO_QOS_CLASS
+#define SQ_BLOCK_INHERIT_QOS_CLASS SQ_WORKITEM_INHERIT_QOS_CLASS
+#define SQ_BLOCK_ENFORCE_QOS_CLASS SQ_WORKITEM_ENFORCE_QOS_CLASS
 
 /*!
  * Creates a work item that will call `function(context)` at most once.
@@ -28,6 +52,20 @@ SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_workitem_t
 sq_workitem_create_f(sq_workitem_flags_t flags, void *SQ_NULLABLE context,
 		sq_function_t function);
+
+/*!
+ * sq_workitem_create_f with a QoS class (SQ_QOS_CLASS_*) and a relative
+ * priority (SQ_QOS_MIN_RELATIVE_PRIORITY to 0). A waiter of a higher class
+ * than the queue the item waits in raises that queue (a serial queue) or
+ * runs the item at its own class (a global queue) until it has run.
+ * Misuse (no such class, priority out of range) stops the process with a
+ * message.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_workitem_t
+sq_workitem_create_with_qos_class_f(sq_workitem_flags_t flags,
+		sq_qos_class_t qos_class, int relative_priority,
+		void *SQ_NULLABLE context, sq_function_t function);
 
 /*! Submits the item to `queue` (as a barrier with SQ_WORKITEM_BARRIER). */
 SQ_EXPORT SQ_NOTHROW
@@ -80,6 +118,19 @@ sq_workitem_create(sq_workitem_flags_t flags, sq_block_t block)
 {
 	void *copy = _Block_copy((const void *)block);
 	sq_workitem_t item = sq_workitem_create_f(flags, copy, _sq_call_block);
+	sq_set_context(item, copy);
+	sq_set_finalizer_f(item, (sq_function_t)(void (*)(const void *))_Block_release);
+	return item;
+}
+
+SQ_INLINE sq_workitem_t
+sq_workitem_create_with_qos_class(sq_workitem_flags_t flags,
+		sq_qos_class_t qos_class, int relative_priority,
+		sq_block_t block)
+{
+	void *copy = _Block_copy((const void *)block);
+	sq_workitem_t item = sq_workitem_create_with_qos_class_f(flags,
+			qos_class, relative_priority, copy, _sq_call_block);
 	sq_set_context(item, copy);
 	sq_set_finalizer_f(item, (sq_function_t)(void (*)(const void *))_Block_release);
 	return item;

@@ -1,0 +1,205 @@
+/*
+ * Priority precedence across pool widths: libdispatch's `priority` test in
+ * its two forms, with all five QoS classes.
+ *
+ * 64 CPU-bound blocks of about 1 ms are queued for each class; the run
+ * stops once half of all blocks have finished. Work of a higher class must
+ * go first:
+ *   - libdispatch's checks: USER_INITIATED (HIGH) finishes at least as many
+ *     blocks as UTILITY (LOW), BACKGROUND at most as many as DEFAULT;
+ *   - ours, tighter: each class finishes at least as many as the class two
+ *     below it, and UTILITY plus BACKGROUND finish at most
+ *     `width + total / 8 + 4` (what was started before the higher classes
+ *     showed up, plus the aging share: one look in 16 starts with UTILITY,
+ *     one in 64 with BACKGROUND).
+ *
+ * Forms: "global" submits to the global queues; "target" (libdispatch's
+ * USE_SET_TARGET_QUEUE) submits to concurrent queues created suspended and
+ * targeting each global queue, then resumes them lowest class first (the
+ * concurrent queues forward their tasks to the roots from a worker).
+ * "serial" makes every class a set of 8 serial queues on its global queue
+ * (a queue's jobs reach the root one drain at a time).
+ *
+ * Each run is a child process at SQ_WORKERS = 1, 2, 4, 8, 16 (SQT_PRIO_WIDTHS
+ * overrides), and width 4 again beside two busy-loop processes. A hang is
+ * a failure (the child's alarm).
+ */
+#define _GNU_SOURCE
+#include "sqtest.h"
+
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+
+#define NCLASS 5
+#define BLOCKS 64
+#define TOTAL (NCLASS * BLOCKS / 2)
+#define SPIN_NS 1000000L
+
+static const char *const names[NCLASS] = {
+	"BACKGROUND", "UTILITY", "DEFAULT", "USER_INITIATED",
+	"USER_INTERACTIVE",
+};
+static const sq_qos_class_t classes[NCLASS] = {
+	SQ_QOS_CLASS_BACKGROUND, SQ_QOS_CLASS_UTILITY, SQ_QOS_CLASS_DEFAULT,
+	SQ_QOS_CLASS_USER_INITIATED, SQ_QOS_CLASS_USER_INTERACTIVE,
+};
+
+enum form { FORM_GLOBAL, FORM_TARGET, FORM_SERIAL };
+static const char *const form_names[] = { "global", "target", "serial" };
+
+struct result {
+	atomic_long counts[NCLASS];
+	atomic_long left;
+	atomic_int done;
+	atomic_int finished;
+};
+
+static struct result *res;
+
+static uint64_t
+thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void
+cpubusy(void *ctx)
+{
+	if (atomic_load(&res->done))
+		return;
+	uint64_t end = thread_cpu_ns() + SPIN_NS;
+	while (thread_cpu_ns() < end)
+		if (atomic_load_explicit(&res->done, memory_order_relaxed))
+			return;
+	long left = atomic_fetch_sub(&res->left, 1) - 1;
+	if (left >= 0) {
+		atomic_fetch_add(&res->counts[(intptr_t)ctx], 1);
+		if (left == 0) {
+			atomic_store(&res->done, 1);
+			atomic_store(&res->finished, 1);
+		}
+	}
+}
+
+static void
+child_run(enum form form)
+{
+	sq_queue_t q[NCLASS][8];
+	int nq = form == FORM_SERIAL ? 8 : 1;
+	atomic_store(&res->left, TOTAL);
+	for (int i = 0; i < NCLASS; i++) {
+		sq_queue_t root = sq_get_global_queue(classes[i], 0);
+		for (int k = 0; k < nq; k++) {
+			if (form == FORM_GLOBAL) {
+				q[i][k] = root;
+				continue;
+			}
+			q[i][k] = sq_queue_create(names[i], form == FORM_TARGET
+					? SQ_QUEUE_CONCURRENT : SQ_QUEUE_SERIAL);
+			sq_suspend(q[i][k]);
+			sq_set_target_queue(q[i][k], root);
+		}
+	}
+	for (int i = 0; i < NCLASS; i++)
+		for (int b = 0; b < BLOCKS; b++)
+			sq_async_f(q[i][b % nq], (void *)(intptr_t)i, cpubusy);
+	if (form != FORM_GLOBAL)
+		for (int i = 0; i < NCLASS; i++)
+			for (int k = 0; k < nq; k++) {
+				sq_resume(q[i][k]);
+				sq_release(q[i][k]);
+			}
+	while (!atomic_load(&res->finished))
+		usleep(1000);
+	_exit(0);
+}
+
+static pid_t
+start_busy_loop(pid_t parent)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(3);
+		alarm(120);
+		volatile unsigned long spin = 0;
+		for (;;)
+			spin++;
+	}
+	return pid;
+}
+
+static void
+run_one(enum form form, int width, bool contention)
+{
+	memset(res, 0, sizeof(*res));
+	pid_t parent = getpid(), busy[2] = { 0, 0 };
+	if (contention) {
+		busy[0] = start_busy_loop(parent);
+		busy[1] = start_busy_loop(parent);
+	}
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		alarm(60);
+		char w[16];
+		snprintf(w, sizeof(w), "%d", width);
+		setenv("SQ_WORKERS", w, 1);
+		child_run(form);
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	for (int i = 0; i < 2; i++)
+		if (busy[i] > 0) {
+			kill(busy[i], SIGKILL);
+			waitpid(busy[i], NULL, 0);
+		}
+
+	long c[NCLASS], sum = 0;
+	for (int i = 0; i < NCLASS; i++)
+		sum += c[i] = atomic_load(&res->counts[i]);
+	long low = c[0] + c[1], bound = width + TOTAL / 8 + 4;
+	bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+			sum == TOTAL && c[3] >= c[1] && c[0] <= c[2] &&
+			c[4] >= c[2] && c[2] >= c[0] && low <= bound;
+	printf("%-6s SQ_WORKERS=%-2d%s BG %2ld UT %2ld DEF %2ld UIN %2ld "
+			"UI %2ld (low %ld, bound %ld)%s\n", form_names[form],
+			width, contention ? " busy" : "     ", c[0], c[1], c[2],
+			c[3], c[4], low, bound, ok ? "" : "  FAIL");
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(sum, TOTAL);
+	CHECK(c[3] >= c[1]); /* libdispatch: high priority precedence */
+	CHECK(c[0] <= c[2]); /* libdispatch: background priority precedence */
+	CHECK(c[4] >= c[2]);
+	CHECK(low <= bound);
+}
+
+int
+main(void)
+{
+	res = mmap(NULL, sizeof(*res), PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (res == MAP_FAILED)
+		return 2;
+	int widths[16], nw = 0;
+	const char *env = getenv("SQT_PRIO_WIDTHS");
+	for (const char *p = env ? env : "1,2,4,8,16"; *p && nw < 16;) {
+		widths[nw++] = atoi(p);
+		p = strchr(p, ',');
+		if (!p)
+			break;
+		p++;
+	}
+	for (int f = FORM_GLOBAL; f <= FORM_SERIAL; f++) {
+		for (int i = 0; i < nw; i++)
+			run_one((enum form)f, widths[i], false);
+		run_one((enum form)f, 4, true);
+	}
+	return sqt_finish("test_priority");
+}
