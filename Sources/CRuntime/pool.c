@@ -71,6 +71,7 @@
 #define SQ_YIELD_WINDOW_NS (50 * NSEC_PER_USEC)
 #define SQ_RETIRE_AFTER_NS (5 * NSEC_PER_SEC)
 #define SQ_BACKGROUND_NICE 10
+#define SQ_UTILITY_NICE 4
 /* After the system refused a thread, no new worker is tried before a pause
  * that doubles from the minimum to the maximum with each refusal (and is
  * back to none after a success); the monitor alike. */
@@ -574,6 +575,7 @@ _sq_pool_spawn_err(bool force)
 		w->parked = 0;
 		w->leave = false;
 		w->root = SQ_ROOT_DEFAULT;
+		w->busy_root = SQ_ROOT_COUNT;
 		/* Atomic: a thief may still look at the slot's previous
 		 * worker's word (it skips a slot that is not LIVE). */
 		__atomic_store_n(&w->blocked, 0, __ATOMIC_RELAXED);
@@ -695,9 +697,65 @@ _sq_pool_wake_sleeper(void)
 	_sq_futex_wake(&g->guard_nap, 1);
 }
 
+/* ---- Room for a higher class -------------------------------------------
+ *
+ * Precedence orders waiting work; it cannot stop a job that runs. When
+ * every worker runs lower work and a job of class r arrives, r would wait
+ * for the end of a lower job. So the width is counted per class: while
+ * fewer than `width` workers run work of class r or higher and some run
+ * lower work, a job of class r may start a worker beyond the width (up to
+ * the thread cap). The system's scheduler then runs it first: workers of
+ * the lower classes run at a lower CPU priority (_sq_worker_set_class).
+ * The extra worker retires after idling, like any worker beyond the
+ * width.
+ */
+
+/* Moves w into class r's busy count (SQ_ROOT_COUNT: none). */
+static inline void
+_sq_worker_count_class(struct sq_worker_s *w, int r)
+{
+	if (w->busy_root == r)
+		return;
+	if (w->busy_root < SQ_ROOT_COUNT)
+		__atomic_sub_fetch(&_sq_pool.busy[w->busy_root], 1,
+				__ATOMIC_RELAXED);
+	if (r < SQ_ROOT_COUNT)
+		__atomic_add_fetch(&_sq_pool.busy[r], 1, __ATOMIC_RELAXED);
+	w->busy_root = (uint8_t)r;
+}
+
+/* Whether a job of class r may start a worker beyond the width (relaxed
+ * counts: a hint; a wrong guess costs a thread or a wait for a job's
+ * end, as before this rule). */
+static bool
+_sq_pool_class_room(int r)
+{
+	if (r >= SQ_ROOT_BACKGROUND)
+		return false;
+	int32_t high = 0, low = 0;
+	for (int i = 0; i < SQ_ROOT_COUNT; i++) {
+		int32_t n = __atomic_load_n(&_sq_pool.busy[i],
+				__ATOMIC_RELAXED);
+		if (i <= r)
+			high += n;
+		else
+			low += n;
+	}
+	return low > 0 && high < _sq_pool.width &&
+			__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED) <
+			_sq_pool.max_threads;
+}
+
 /* Gets one more worker looking for work, unless one already is. */
 void
 _sq_pool_notify(void)
+{
+	_sq_pool_notify_root(SQ_ROOT_COUNT);
+}
+
+/* The same for a job of class `root` (SQ_ROOT_COUNT: unknown). */
+void
+_sq_pool_notify_root(int root)
 {
 	/* Seq-cst load after the job's (full-barrier) enqueue: a searcher
 	 * that stops searching looks at the queues after its decrement, so
@@ -713,8 +771,10 @@ _sq_pool_notify(void)
 	 * queues, so either we see it counted (and take the path below) or
 	 * it sees our job. This skips the claim of `searching` and the idle
 	 * lock, two writes to lines every worker uses. */
+	bool room = false;
 	if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) == 0 &&
-			_sq_pool_running() >= _sq_pool.width) {
+			_sq_pool_running() >= _sq_pool.width &&
+			!(room = _sq_pool_class_room(root))) {
 		_sq_monitor_kick();
 		return;
 	}
@@ -730,7 +790,7 @@ _sq_pool_notify(void)
 		return;
 	}
 	int32_t live = __atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST);
-	if (live == 0 || _sq_pool_running() < _sq_pool.width) {
+	if (live == 0 || _sq_pool_running() < _sq_pool.width || room) {
 		int err = _sq_pool_spawn_err(live == 0);
 		if (err == 0) {
 			if (live >= _sq_pool.width)
@@ -787,7 +847,7 @@ _sq_pool_push(int root, struct sq_job_s *job)
 		cds_wfcq_enqueue(&rq->head, &rq->tail, &job->link);
 	}
 	SQ_CHAOS_POINT();
-	_sq_pool_notify();
+	_sq_pool_notify_root(root);
 }
 
 /* ---- Workers ------------------------------------------------------------ */
@@ -959,12 +1019,22 @@ _sq_worker_set_name(struct sq_worker_s *w, const char *label)
 	pthread_setname_np(pthread_self(), w->name);
 }
 
-/* BACKGROUND work's nice value: SQ_BACKGROUND_NICE above the program's. */
+/* A class's nice value: the program's for DEFAULT and above,
+ * SQ_UTILITY_NICE above it for UTILITY, SQ_BACKGROUND_NICE for
+ * BACKGROUND. */
+static int
+_sq_class_nice(int root)
+{
+	int nice = _sq_pool.base_nice + (root == SQ_ROOT_BACKGROUND ?
+			SQ_BACKGROUND_NICE : root == SQ_ROOT_LOW ?
+			SQ_UTILITY_NICE : 0);
+	return nice > 19 ? 19 : nice;
+}
+
 static int
 _sq_background_nice(void)
 {
-	int nice = _sq_pool.base_nice + SQ_BACKGROUND_NICE;
-	return nice > 19 ? 19 : nice;
+	return _sq_class_nice(SQ_ROOT_BACKGROUND);
 }
 
 static void *
@@ -1009,18 +1079,15 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root,
 	__atomic_store_n(&w->jobs, w->jobs + 1, __ATOMIC_RELAXED);
 	_sq_tsan_acquire(job);
 
-	/* BACKGROUND work runs at a low OS priority, other work at the
-	 * program's, when the process may go back and forth (see
-	 * _sq_nice_reversible). */
-	if (root == SQ_ROOT_BACKGROUND && !w->niced) {
-		if (_sq_nice_reversible() && setpriority(PRIO_PROCESS,
-				(id_t)w->tid, _sq_background_nice()) == 0)
-			w->niced = true;
-	} else if (root != SQ_ROOT_BACKGROUND && w->niced) {
-		if (setpriority(PRIO_PROCESS, (id_t)w->tid,
-				_sq_pool.base_nice) == 0)
-			w->niced = false;
-	}
+	/* UTILITY and BACKGROUND work run at a lower CPU priority (nice
+	 * +4, +10), other work at the program's, when the process may go
+	 * back and forth (see _sq_nice_reversible). */
+	int nice = _sq_class_nice(root);
+	if (nice != w->nice && (nice == _sq_pool.base_nice ||
+			_sq_nice_reversible()) && setpriority(PRIO_PROCESS,
+			(id_t)w->tid, nice) == 0)
+		w->nice = nice;
+	_sq_worker_count_class(w, root);
 	w->root = root;
 	/* Entries pushed to the ring from here on are this job's (and a
 	 * waiting job helps with them, _sq_pool_help). */
@@ -1230,7 +1297,7 @@ _sq_worker_main(void *arg)
 	/* A worker started by a niced one inherits its nice value. */
 	errno = 0;
 	int nice = getpriority(PRIO_PROCESS, (id_t)w->tid);
-	w->niced = errno == 0 && nice != _sq_pool.base_nice;
+	w->nice = errno == 0 ? nice : _sq_pool.base_nice;
 	w->name[0] = '\0';
 	_sq_worker_set_name(w, "sq.worker");
 	/* The precise timers' runner sleeps until just before a deadline
@@ -1255,12 +1322,12 @@ _sq_worker_main(void *arg)
 			_sq_main_runner_job_done();
 			continue;
 		}
+		_sq_worker_count_class(w, SQ_ROOT_COUNT);
 		if (!_sq_worker_park(w))
 			break;
 	}
 
 	/* Retired: `live` was decremented by the park loop. */
-	w->niced = false;
 	_sq_self = NULL;
 	_sq_lock_sleep_flag = NULL; /* before the slot can be reused */
 	sq_spinlock_lock(&_sq_pool.spawn_lock);

@@ -50,13 +50,16 @@ struct sq_worker_s {
 	uint32_t slot_state; /* SQ_SLOT_*, under the spawn lock */
 	uint32_t parked;     /* futex word: 1 while parked */
 	bool searching;      /* counted in _sq_pool.searching */
-	bool niced;
+	int nice;            /* its thread's nice value now */
 	bool on_idle_list;   /* under the idle lock */
 	bool leave;          /* asked to give its thread back (pool.c) */
 	/* The root index of every entry in the ring: the owner sets it when
 	 * it pushes to an empty ring and pushes only that root's jobs after
 	 * (see "Precedence", pool.c). Read by others as a hint. */
 	uint8_t ring_root;
+	/* The class it is counted in (`_sq_pool.busy`), SQ_ROOT_COUNT when
+	 * none: owner only. */
+	uint8_t busy_root;
 	int root;            /* root index of the job being run */
 	uint32_t tick;
 	uint64_t parked_at;  /* when it last parked (monotonic ns) */
@@ -124,6 +127,9 @@ struct sq_pool_s {
 	/* Bit r: some ring may hold root r's jobs (see "Precedence", pool.c).
 	 * Set by a pusher, cleared by a looker that found none. */
 	uint32_t ring_mask;
+	/* Workers running a job of each class (see "Room for a higher
+	 * class", pool.c). */
+	int32_t busy[SQ_ROOT_COUNT];
 	sq_spinlock_t spawn_lock;
 	sq_spinlock_t idle_lock;
 	struct sq_worker_s *idle;        /* the idle list: most recent first */
@@ -276,6 +282,7 @@ SQ_INTERNAL int _sq_thread_create(const pthread_attr_t *attr,
 SQ_INTERNAL bool _sq_pool_spawn(void);
 SQ_INTERNAL void _sq_worker_wake(struct sq_worker_s *w);
 SQ_INTERNAL void _sq_pool_notify(void);
+SQ_INTERNAL void _sq_pool_notify_root(int root);
 SQ_INTERNAL void _sq_pool_wake_sleeper(void);
 
 /* pool_slot.c: the owner takes its own slot's job; a searcher that found

@@ -1091,11 +1091,17 @@ _sq_async_qos(const char *call, struct sq_queue_s *q, void *ctx,
 		sq_function_t func, bool barrier, int root)
 {
 	uint32_t flags = barrier ? SQ_CONT_BARRIER : 0;
-	if (root != SQ_ROOT_NONE)
-		flags |= (uint32_t)(root + 1) << SQ_CONT_QOS_SHIFT;
+	if (root == SQ_ROOT_NONE) {
+		_sq_async(call, q, ctx, func, flags);
+		return;
+	}
+	flags |= (uint32_t)(root + 1) << SQ_CONT_QOS_SHIFT;
+	/* Raised before: the submission that wakes the queue up puts its
+	 * job on the raised root. And after: a drainer that gave the queue
+	 * up empty in between ended that raise. */
+	_sq_queue_raise(q, root);
 	_sq_async(call, q, ctx, func, flags);
-	if (root != SQ_ROOT_NONE)
-		_sq_queue_raise(q, root);
+	_sq_queue_raise(q, root);
 }
 
 void
