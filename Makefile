@@ -161,13 +161,13 @@ test-c: lib $(TEST_BINS) $(BLOCKS_TESTS)
 test-c-wide: lib $(TEST_BINS) $(BLOCKS_TESTS)
 	@echo "C suite with SQ_WORKERS=8:"
 	@SQ_WORKERS=8 sh Tests/CRuntimeTests/run.sh \
-	  $(filter-out %/test_pool_matrix %/test_guarantees %/test_liveness,$(TEST_BINS)) \
+	  $(filter-out %/test_pool_matrix %/test_guarantees %/test_liveness %/test_priority,$(TEST_BINS)) \
 	  $(BLOCKS_TESTS)
 
 # The pool's width matrix and the guarantee checker in a chaos build;
 # test-chaos-short is CI's pass.
 CHAOS_TESTS := test_pool_matrix test_queue_wakeups test_queue_stress test_guarantees \
-               test_liveness
+               test_liveness test_priority
 test-chaos: deps
 	$(MAKE) --no-print-directory BUILD=build-chaos CHAOS=1 \
 	  $(addprefix build-chaos/tests/,$(CHAOS_TESTS))

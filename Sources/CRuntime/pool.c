@@ -72,6 +72,8 @@
 #define SQ_RETIRE_AFTER_NS (5 * NSEC_PER_SEC)
 #define SQ_BACKGROUND_NICE 10
 #define SQ_UTILITY_NICE 4
+#define SQ_INITIATED_NICE (-4)
+#define SQ_INTERACTIVE_NICE (-8)
 /* After the system refused a thread, no new worker is tried before a pause
  * that doubles from the minimum to the maximum with each refusal (and is
  * back to none after a success); the monitor alike. */
@@ -1019,16 +1021,23 @@ _sq_worker_set_name(struct sq_worker_s *w, const char *label)
 	pthread_setname_np(pthread_self(), w->name);
 }
 
-/* A class's nice value: the program's for DEFAULT and above,
- * SQ_UTILITY_NICE above it for UTILITY, SQ_BACKGROUND_NICE for
- * BACKGROUND. */
+/* A class's nice value, relative to the program's: GCD's scheduling
+ * tiers on Darwin put the classes above DEFAULT ahead of it and the ones
+ * below after it. Below the program's value only where the process may
+ * (the probe below); the program's own otherwise. */
+static const int _sq_class_nice_offsets[SQ_ROOT_COUNT] = {
+	SQ_INTERACTIVE_NICE, SQ_INITIATED_NICE, 0, SQ_UTILITY_NICE,
+	SQ_BACKGROUND_NICE,
+};
+
 static int
 _sq_class_nice(int root)
 {
-	int nice = _sq_pool.base_nice + (root == SQ_ROOT_BACKGROUND ?
-			SQ_BACKGROUND_NICE : root == SQ_ROOT_LOW ?
-			SQ_UTILITY_NICE : 0);
-	return nice > 19 ? 19 : nice;
+	int offset = _sq_class_nice_offsets[root];
+	if (offset < 0 && !_sq_pool.nice_raise)
+		offset = 0;
+	int nice = _sq_pool.base_nice + offset;
+	return nice > 19 ? 19 : nice < -20 ? -20 : nice;
 }
 
 static int
@@ -1047,6 +1056,11 @@ _sq_nice_probe_thread(void *unused)
 	id_t tid = (id_t)gettid();
 	bool ok = setpriority(PRIO_PROCESS, tid, _sq_background_nice()) == 0
 			&& setpriority(PRIO_PROCESS, tid, _sq_pool.base_nice) == 0;
+	/* And whether it may go below the program's value (and back). */
+	int high = _sq_pool.base_nice + SQ_INTERACTIVE_NICE;
+	_sq_pool.nice_raise = ok && high >= -20 &&
+			setpriority(PRIO_PROCESS, tid, high) == 0 &&
+			setpriority(PRIO_PROCESS, tid, _sq_pool.base_nice) == 0;
 	return ok ? (void *)1 : NULL;
 }
 
@@ -1079,14 +1093,17 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root,
 	__atomic_store_n(&w->jobs, w->jobs + 1, __ATOMIC_RELAXED);
 	_sq_tsan_acquire(job);
 
-	/* UTILITY and BACKGROUND work run at a lower CPU priority (nice
-	 * +4, +10), other work at the program's, when the process may go
-	 * back and forth (see _sq_nice_reversible). */
-	int nice = _sq_class_nice(root);
-	if (nice != w->nice && (nice == _sq_pool.base_nice ||
-			_sq_nice_reversible()) && setpriority(PRIO_PROCESS,
-			(id_t)w->tid, nice) == 0)
-		w->nice = nice;
+	/* Each class at its own CPU priority (_sq_class_nice) when the
+	 * process may go back and forth (see _sq_nice_reversible); the
+	 * program's otherwise. The probe runs before the first look at the
+	 * class's value (it fills in `nice_raise`). */
+	if (w->nice != _sq_pool.base_nice || root != SQ_ROOT_DEFAULT) {
+		int nice = _sq_nice_reversible() ? _sq_class_nice(root)
+				: _sq_pool.base_nice;
+		if (nice != w->nice && setpriority(PRIO_PROCESS, (id_t)w->tid,
+				nice) == 0)
+			w->nice = nice;
+	}
 	_sq_worker_count_class(w, root);
 	w->root = root;
 	/* Entries pushed to the ring from here on are this job's (and a

@@ -139,6 +139,8 @@ struct sq_pool_s {
 	 * and whether a thread may go from BACKGROUND's nice back to it. */
 	int base_nice;
 	bool nice_reversible;
+	bool nice_raise; /* and may go below base_nice (the classes above
+	                    DEFAULT) */
 	/* The monitor: started with the first worker; sleeps on `kick` while
 	 * no work waits. */
 	uint32_t monitor_kick;  /* futex word: 1 once kicked */
