@@ -118,11 +118,26 @@ struct sq_queue_attr_s _sq_queue_attr_concurrent_inactive = { true, true,
 		SQ_ROOT_NONE, 0 };
 
 /* Attributes with a QoS class are constants too, as in libdispatch: one
- * per combination, filled in on first use (the same values every time, so
- * racing fills are harmless). Index: concurrent, inactive, root, -relpri. */
+ * per combination, filled in once on first use. Index: concurrent,
+ * inactive, root, -relpri. */
 #define SQ_RELPRI_COUNT (1 - SQ_QOS_MIN_RELATIVE_PRIORITY)
 static struct sq_queue_attr_s
 		_sq_queue_attr_qos[2][2][SQ_ROOT_COUNT][SQ_RELPRI_COUNT];
+
+static sq_once_t _sq_queue_attr_once;
+
+static void
+_sq_queue_attr_fill(void *unused)
+{
+	for (int c = 0; c < 2; c++)
+		for (int i = 0; i < 2; i++)
+			for (int r = 0; r < SQ_ROOT_COUNT; r++)
+				for (int p = 0; p < SQ_RELPRI_COUNT; p++)
+					_sq_queue_attr_qos[c][i][r][p] =
+						(struct sq_queue_attr_s){
+						c != 0, i != 0, (uint8_t)r,
+						(int8_t)-p };
+}
 
 static sq_queue_attr_t
 _sq_queue_attr_get(bool concurrent, bool inactive, int root, int relpri)
@@ -133,11 +148,8 @@ _sq_queue_attr_get(bool concurrent, bool inactive, int root, int relpri)
 					: SQ_QUEUE_CONCURRENT;
 		return inactive ? SQ_QUEUE_SERIAL_INACTIVE : SQ_QUEUE_SERIAL;
 	}
-	struct sq_queue_attr_s *a =
-			&_sq_queue_attr_qos[concurrent][inactive][root][-relpri];
-	*a = (struct sq_queue_attr_s){ concurrent, inactive, (uint8_t)root,
-			(int8_t)relpri };
-	return a;
+	sq_once_f(&_sq_queue_attr_once, NULL, _sq_queue_attr_fill);
+	return &_sq_queue_attr_qos[concurrent][inactive][root][-relpri];
 }
 
 /* ---- QoS classes ------------------------------------------------------ */
@@ -397,14 +409,36 @@ _sq_queue_enqueue_self(struct sq_queue_s *q)
  * next idle moment.
  */
 
+/* A queue's class as a root index: the highest of its target chain's
+ * root and the classes of the queues in the chain (libdispatch: a queue's
+ * own class wins over its target's unless that would lower it). */
+int
+_sq_queue_class(struct sq_queue_s *q)
+{
+	int r = SQ_ROOT_COUNT;
+	for (int depth = 0; depth <= SQ_MAX_TARGET_DEPTH; depth++) {
+		if (q->qos_root < r)
+			r = q->qos_root;
+		if (_sq_queue_is_root(q))
+			return q->root_index < r ? q->root_index : r;
+		if (q->type == SQ_QUEUE_TYPE_MAIN)
+			return SQ_ROOT_DEFAULT < r ? SQ_ROOT_DEFAULT : r;
+		q = _sq_queue_target(q);
+	}
+	return r < SQ_ROOT_COUNT ? r : SQ_ROOT_DEFAULT;
+}
+
 int
 _sq_job_root(struct sq_job_s *job, int root)
 {
 	int r = SQ_ROOT_NONE;
-	if (job->kind == SQ_JOB_QUEUE)
-		r = __atomic_load_n(&caa_container_of(job, struct sq_queue_s,
-				job)->override_root, __ATOMIC_RELAXED);
-	else if (job->flags & SQ_CONT_QOS_MASK)
+	if (job->kind == SQ_JOB_QUEUE) {
+		struct sq_queue_s *q = caa_container_of(job, struct sq_queue_s,
+				job);
+		r = __atomic_load_n(&q->override_root, __ATOMIC_RELAXED);
+		if (q->qos_root < r)
+			r = q->qos_root;
+	} else if (job->flags & SQ_CONT_QOS_MASK)
 		r = (int)((job->flags & SQ_CONT_QOS_MASK) >>
 				SQ_CONT_QOS_SHIFT) - 1;
 	return r < root ? r : root;
@@ -467,7 +501,7 @@ _sq_queue_raise(struct sq_queue_s *q, int root)
 	for (int depth = 0; depth <= SQ_MAX_TARGET_DEPTH &&
 			q->type == SQ_QUEUE_TYPE_SERIAL; depth++) {
 		struct sq_queue_s *t = _sq_queue_target(q);
-		int own = _sq_queue_root_of(q)->root_index;
+		int own = _sq_queue_class(q);
 		uint8_t cur = __atomic_load_n(&q->override_root,
 				__ATOMIC_RELAXED);
 		bool raised = false;

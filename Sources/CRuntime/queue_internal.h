@@ -264,6 +264,8 @@ SQ_INTERNAL void _sq_queue_raise(struct sq_queue_s *q, int root);
 /* The root index a job pushed to root queue `root` goes to: higher if the
  * job is a raised queue or a continuation with a class of its own. */
 SQ_INTERNAL int _sq_job_root(struct sq_job_s *job, int root);
+/* A queue's class as a root index: its own or its chain's, the higher. */
+SQ_INTERNAL int _sq_queue_class(struct sq_queue_s *q);
 /* The class of the calling thread's work as a root index (pool.c). */
 SQ_INTERNAL int _sq_thread_root(void);
 /* Whether an object is a queue one can retarget (created, not global). */

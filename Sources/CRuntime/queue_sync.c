@@ -544,7 +544,7 @@ _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc)
 		 * (queue.c, "Overrides") and takes it over at once: the work
 		 * ahead of it runs on its thread, at its class. */
 		int mine = _sq_thread_root();
-		if (mine < _sq_queue_root_of(top)->root_index)
+		if (mine < _sq_queue_class(q))
 			_sq_queue_raise(q, mine);
 		else if (!_sq_pool_holds(&top->job))
 			take_at += SQ_TAKE_OVER_NS;

@@ -209,7 +209,7 @@ sq_async_workitem(sq_queue_t queue, sq_workitem_t item)
 	 * (libdispatch's ENFORCE and INHERIT). */
 	int root = SQ_ROOT_NONE;
 	if (item->qos_root != SQ_ROOT_NONE) {
-		int qr = _sq_queue_root_of(queue)->root_index;
+		int qr = _sq_queue_class(queue);
 		bool own = _sq_queue_is_root(queue) ||
 				queue->qos_root != SQ_ROOT_NONE;
 		if (item->qos_root < qr && (!own ||
@@ -235,7 +235,7 @@ _sq_workitem_raise(struct sq_workitem_s *item)
 	if (q == NULL)
 		return;
 	int mine = _sq_thread_root();
-	if (mine >= _sq_queue_root_of(q)->root_index)
+	if (mine >= _sq_queue_class(q))
 		return;
 	if (q->type == SQ_QUEUE_TYPE_SERIAL) {
 		_sq_queue_raise(q, mine);

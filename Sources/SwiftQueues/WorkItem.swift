@@ -37,6 +37,33 @@ public final class WorkItem: @unchecked Sendable {
         /// Submitted to a concurrent queue, the item runs as a barrier:
         /// after everything before it, alone (`SQ_WORKITEM_BARRIER`).
         public static let barrier = Flags(rawValue: UInt(SQ_WORKITEM_BARRIER))
+
+        /// Accepted for `DispatchWorkItemFlags.detached`
+        /// (`SQ_WORKITEM_DETACHED`); Linux has no activities or vouchers
+        /// for an item to detach from, so it changes nothing.
+        public static let detached = Flags(rawValue: UInt(SQ_WORKITEM_DETACHED))
+
+        /// The item takes the class of the work running where it is
+        /// created (``WorkQueue/currentQoSClass``) unless it is given one
+        /// (`SQ_WORKITEM_ASSIGN_CURRENT`; `DispatchWorkItemFlags`'
+        /// `.assignCurrentContext`).
+        public static let assignCurrent = Flags(rawValue: UInt(SQ_WORKITEM_ASSIGN_CURRENT))
+
+        /// The item has no class of its own and runs at its queue's
+        /// (`SQ_WORKITEM_NO_QOS_CLASS`): what an item created without `qos`
+        /// does already. An item given a `qos` keeps it.
+        public static let noQoS = Flags(rawValue: UInt(SQ_WORKITEM_NO_QOS_CLASS))
+
+        /// The queue's class is preferred to the item's
+        /// (`SQ_WORKITEM_INHERIT_QOS_CLASS`): what happens already without
+        /// ``enforceQoS`` (an item of a higher class runs at its own class
+        /// only on a queue without a class of its own).
+        public static let inheritQoS = Flags(rawValue: UInt(SQ_WORKITEM_INHERIT_QOS_CLASS))
+
+        /// The item's class is preferred to the queue's where it is higher
+        /// (`SQ_WORKITEM_ENFORCE_QOS_CLASS`): the item runs at its class on
+        /// any queue, a serial queue being raised until it has run.
+        public static let enforceQoS = Flags(rawValue: UInt(SQ_WORKITEM_ENFORCE_QOS_CLASS))
     }
 
     /// The C work item (one reference, owned).
@@ -46,12 +73,30 @@ public final class WorkItem: @unchecked Sendable {
     public let flags: Flags
 
     /// Creates a work item that runs `body` at most once.
-    public init(flags: Flags = [], _ body: @escaping @Sendable () -> Void) {
+    ///
+    /// - Parameters:
+    ///   - qos: the item's quality-of-service class (default
+    ///     `.unspecified`: none, it runs at its queue's class). Submitted to
+    ///     a queue of a lower class, the item runs at its own class if the
+    ///     queue has no class of its own (it targets a global queue, or was
+    ///     created without `qos:`) or the item has ``Flags/enforceQoS``; a
+    ///     serial queue is raised to it until the item has run. A waiter
+    ///     (``wait()``) of a higher class than the item's queue raises the
+    ///     queue too.
+    ///   - flags: ``Flags/barrier`` and the QoS flags.
+    ///   - body: the work.
+    ///
+    ///       let save = WorkItem(qos: .userInitiated, flags: .enforceQoS) { document.save() }
+    ///       backgroundQueue.async(execute: save)   // runs at .userInitiated
+    public init(qos: WorkQoS = .unspecified, flags: Flags = [], _ body: @escaping @Sendable () -> Void) {
         // The box may never run (a cancelled item), so the item does not
         // release it when it runs: the item's finalizer does, when the last
         // reference (this object's or a pending submission's) goes.
         let box = ClosureBox.retained(body)
-        raw = sq_workitem_create_f(flags.rawValue, box, runClosureBox)
+        raw = qos == .unspecified
+            ? sq_workitem_create_f(flags.rawValue, box, runClosureBox)
+            : sq_workitem_create_with_qos_class_f(flags.rawValue, qos.qosClass.rawValue,
+                                                  Int32(qos.relativePriority), box, runClosureBox)
         sq_set_context(cObject(raw), box)
         sq_set_finalizer_f(cObject(raw), releaseClosureBox)
         self.flags = flags

@@ -20,8 +20,10 @@ import CSwiftQueues
 /// - A **concurrent** queue (``Attributes/concurrent``) starts closures in
 ///   FIFO order but lets them run side by side; a barrier
 ///   (``asyncBarrier(_:)``) runs alone.
-/// - The four **global** queues (``global(_:)``) are shared concurrent
-///   queues, one per ``Priority``.
+/// - The five **global** queues (``global(qos:)``, ``global(_:)``) are
+///   shared concurrent queues, one per quality-of-service class
+///   (``WorkQoS``): user-interactive, user-initiated (``Priority/high``),
+///   default, utility (``Priority/low``) and background.
 /// - The **main** queue (``main``) is serial and runs on the main thread
 ///   once something drains it (``runMain()``, ``runMain(until:deadline:)``,
 ///   ``drainMain()``).
@@ -61,7 +63,9 @@ public final class WorkQueue: @unchecked Sendable {
 
     /// The priority of a global queue (`DISPATCH_QUEUE_PRIORITY_*`): when
     /// work is waiting at several priorities, the pool starts the higher one
-    /// first (and ages the lower ones, so they are never starved).
+    /// first (and ages the lower ones, so they are never starved). Each
+    /// priority is a quality-of-service class (``qosClass``): `.high` is
+    /// `.userInitiated`, `.low` is `.utility`.
     public enum Priority: Sendable, Hashable, CaseIterable {
         /// `SQ_QUEUE_PRIORITY_HIGH` (2).
         case high
@@ -103,21 +107,38 @@ public final class WorkQueue: @unchecked Sendable {
     ///   - label: a name for debugging: thread names, `currentLabel`, error
     ///     messages. Reverse-DNS style (`"com.example.cache"`) is customary;
     ///     it need not be unique.
+    ///   - qos: the queue's quality-of-service class and relative priority
+    ///     (default `.unspecified`: none of its own). Without a `target`, a
+    ///     queue with a class targets that class's global queue, so its
+    ///     work runs at that class; a work item of a higher class submitted
+    ///     to it runs at the queue's class unless the item has
+    ///     ``WorkItem/Flags/enforceQoS``.
     ///   - attributes: ``Attributes/concurrent`` for a concurrent queue
     ///     (serial otherwise), ``Attributes/initiallyInactive`` to hold its
     ///     work until ``activate()``.
     ///   - target: the queue this one's work finally runs on (default: the
-    ///     default-priority global queue). A serial target serialises this
-    ///     queue with everything else that targets it.
+    ///     global queue of `qos`'s class, or the default-priority one). A
+    ///     serial target serialises this queue with everything else that
+    ///     targets it.
     ///
     /// An initially inactive queue must be activated, and a suspended one
     /// resumed, before the last reference to it goes away.
-    public init(label: String, attributes: Attributes = [], target: WorkQueue? = nil) {
+    public init(label: String, qos: WorkQoS = .unspecified, attributes: Attributes = [],
+                target: WorkQueue? = nil) {
         let concurrent = attributes.contains(.concurrent)
         let inactive = attributes.contains(.initiallyInactive)
-        let attribute: sq_queue_attr_t? = concurrent
+        var attribute: sq_queue_attr_t? = concurrent
             ? (inactive ? sq_queue_attr_concurrent_inactive() : sq_queue_attr_concurrent())
             : (inactive ? sq_queue_attr_make_initially_inactive(nil) : nil)
+        if qos.qosClass != .unspecified {
+            // NULL only for a class or relative priority out of range,
+            // which WorkQoS does not let through.
+            guard let withQoS = sq_queue_attr_make_with_qos_class(
+                attribute, qos.qosClass.rawValue, Int32(qos.relativePriority)) else {
+                misuse("WorkQueue(label:qos:attributes:target:)", "QoS \(qos) refused")
+            }
+            attribute = withQoS
+        }
         self.raw = label.withCString { sq_queue_create_with_target($0, attribute, target?.raw) }
         self.label = label
         self.isConcurrent = concurrent
@@ -152,6 +173,8 @@ public final class WorkQueue: @unchecked Sendable {
     /// ignored on it.
     public static let main = WorkQueue(shared: sq_get_main_queue(), concurrent: false)
 
+    private static let globalUserInteractive = WorkQueue(
+        shared: sq_get_global_queue(Int(SQ_QOS_CLASS_USER_INTERACTIVE), 0), concurrent: true)
     private static let globalHigh = WorkQueue(
         shared: sq_get_global_queue(Priority.high.cValue, 0), concurrent: true)
     private static let globalDefault = WorkQueue(
@@ -163,13 +186,32 @@ public final class WorkQueue: @unchecked Sendable {
 
     /// The global concurrent queue for `priority`
     /// (`DispatchQueue.global()`). There is one per priority: every call
-    /// with the same priority returns the same object. Suspend, resume,
-    /// barriers and queue-specific values have no effect on them.
+    /// with the same priority returns the same object, the one
+    /// ``global(qos:)`` returns for the priority's ``Priority/qosClass``.
+    /// Suspend, resume, barriers and queue-specific values have no effect
+    /// on them.
     public static func global(_ priority: Priority = .default) -> WorkQueue {
         switch priority {
         case .high: return globalHigh
         case .default: return globalDefault
         case .low: return globalLow
+        case .background: return globalBackground
+        }
+    }
+
+    /// The global concurrent queue for a quality-of-service class
+    /// (`DispatchQueue.global(qos:)`): its work runs at that class. One
+    /// object per class; `.unspecified` gives the default one, and
+    /// `.userInitiated` / `.utility` the ones of ``Priority/high`` /
+    /// ``Priority/low``.
+    ///
+    ///     WorkQueue.global(qos: .utility).async { compactLogs() }
+    public static func global(qos: WorkQoS.Class) -> WorkQueue {
+        switch qos {
+        case .userInteractive: return globalUserInteractive
+        case .userInitiated: return globalHigh
+        case .default, .unspecified: return globalDefault
+        case .utility: return globalLow
         case .background: return globalBackground
         }
     }
@@ -181,6 +223,7 @@ public final class WorkQueue: @unchecked Sendable {
         if raw == globalHigh.raw { return globalHigh }
         if raw == globalLow.raw { return globalLow }
         if raw == globalBackground.raw { return globalBackground }
+        if raw == globalUserInteractive.raw { return globalUserInteractive }
         return nil
     }
 
@@ -205,12 +248,33 @@ public final class WorkQueue: @unchecked Sendable {
         sq_activate(cObject(raw))
     }
 
-    /// Makes `target` (nil: the default-priority global queue) the queue
-    /// this one's work finally runs on. Takes effect between two closures.
-    /// A chain of targets that loops back to this queue stops the process.
-    /// Ignored on global queues and the main queue.
+    /// Makes `target` (nil: the global queue of the queue's ``qos`` class,
+    /// or the default-priority one) the queue this one's work finally runs
+    /// on. Takes effect between two closures. A chain of targets that
+    /// loops back to this queue stops the process. Ignored on global queues
+    /// and the main queue.
     public func setTarget(_ target: WorkQueue?) {
         sq_set_target_queue(cObject(raw), target?.raw)
+    }
+
+    // MARK: - Quality of service
+
+    /// The quality-of-service class and relative priority the queue was
+    /// created with (`DispatchQueue.qos`): `.unspecified` for a queue
+    /// created without one and for the main queue; a global queue's class.
+    public var qos: WorkQoS {
+        var relativePriority: Int32 = 0
+        let qosClass = sq_queue_get_qos_class(raw, &relativePriority)
+        return WorkQoS(unchecked: WorkQoS.Class(c: qosClass), relativePriority: Int(relativePriority))
+    }
+
+    /// The class of the work the calling thread runs (`qos_class_self()`):
+    /// in queue work, the class it runs at (its queue's, or the higher one
+    /// of an item or a waiter that raised it); `.default` on the program's
+    /// own threads and in `sync` work called from them (it runs on the
+    /// caller's thread). Never `.unspecified`.
+    public static var currentQoSClass: WorkQoS.Class {
+        WorkQoS.Class(c: sq_qos_class_self())
     }
 }
 
