@@ -795,7 +795,8 @@ _sq_pool_notify_root(int root)
 	if (live == 0 || _sq_pool_running() < _sq_pool.width || room) {
 		int err = _sq_pool_spawn_err(live == 0);
 		if (err == 0) {
-			if (live >= _sq_pool.width)
+			/* A worker for a higher class is not compensation. */
+			if (live >= _sq_pool.width && !room)
 				__atomic_add_fetch(&_sq_pool.compensated, 1,
 						__ATOMIC_RELAXED);
 			return;

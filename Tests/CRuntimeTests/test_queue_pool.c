@@ -192,13 +192,16 @@ test_priorities(void)
 	sq_queue_t high = sq_get_global_queue(SQ_QUEUE_PRIORITY_HIGH, 0);
 	sq_queue_t low = sq_get_global_queue(SQ_QUEUE_PRIORITY_LOW, 0);
 	sq_queue_t bg = sq_get_global_queue(SQ_QUEUE_PRIORITY_BACKGROUND, 0);
-	sq_queue_t def = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 	sq_queue_t targeted = sq_queue_create_with_target("com.example.high",
 			NULL, high);
 
-	/* Occupy every worker. */
+	/* Occupy every worker, with work of the highest class: gates of a
+	 * lower one would let the HIGH work below start a worker beyond the
+	 * width at once ("Room for a higher class", pool.c), which then
+	 * runs whatever is queued while the rest is still being submitted. */
+	sq_queue_t top = sq_get_global_queue(SQ_QOS_CLASS_USER_INTERACTIVE, 0);
 	for (int i = 0; i < ncpu; i++)
-		sq_async_f(def, NULL, gate_task);
+		sq_async_f(top, NULL, gate_task);
 	CHECK(sqt_wait_int(&prio.gates_running, ncpu, WAIT_MS));
 
 	/* LOW first, then HIGH, quickly, then open the gates. */
