@@ -154,6 +154,11 @@ _sq_queue_attr_get(bool concurrent, bool inactive, int root, int relpri)
 
 /* ---- QoS classes ------------------------------------------------------ */
 
+const char *const _sq_root_qos_names[SQ_ROOT_COUNT] = {
+	"user-interactive", "user-initiated", "default", "utility",
+	"background",
+};
+
 static const unsigned _sq_root_qos_classes[SQ_ROOT_COUNT] = {
 	SQ_QOS_CLASS_USER_INTERACTIVE, SQ_QOS_CLASS_USER_INITIATED,
 	SQ_QOS_CLASS_DEFAULT, SQ_QOS_CLASS_UTILITY, SQ_QOS_CLASS_BACKGROUND,
@@ -515,6 +520,7 @@ _sq_queue_raise(struct sq_queue_s *q, int root)
 		}
 		if (!raised)
 			return;
+		SQ_TRACE_QUEUE_RAISE(q, root);
 		/* Its job waits in a lower run queue: a stub on the raised
 		 * root takes the queue over. */
 		if (_sq_queue_is_root(t)) {

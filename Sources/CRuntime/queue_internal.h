@@ -272,6 +272,8 @@ SQ_INTERNAL int _sq_thread_root(void);
 SQ_INTERNAL bool _sq_object_is_queue(const struct sq_object_s *o);
 /* A queue's target when given none: its class's root, or DEFAULT. */
 SQ_INTERNAL struct sq_queue_s *_sq_queue_default_target(struct sq_queue_s *q);
+/* The classes' names by root index, for traces and messages (queue.c). */
+SQ_INTERNAL extern const char *const _sq_root_qos_names[SQ_ROOT_COUNT];
 /* QoS class <-> root index (queue.c); -1 for a value that is no class. */
 SQ_INTERNAL int _sq_qos_root(unsigned qos_class);
 SQ_INTERNAL unsigned _sq_root_qos(int root);

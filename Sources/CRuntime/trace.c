@@ -593,11 +593,14 @@ _sq_trace_submit(struct sq_queue_s *q, const void *func, unsigned kind)
 	return _sq_trace_submit_slow(q, func, kind);
 }
 
+/* A task's or sync call's begin carries the class it runs at (1 + the
+ * root index; the writer names it). */
 static SQ_NOINLINE void
 _sq_trace_begin_slow(unsigned slice, uint32_t flow, struct sq_queue_s *q,
 		const void *func)
 {
-	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, slice, 0, flow),
+	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, slice,
+			(unsigned)_sq_thread_root() + 1, flow),
 			_sq_trace_queue_key(q), (uintptr_t)func);
 }
 
@@ -610,7 +613,8 @@ _sq_trace_begin(unsigned slice, uint32_t flow, struct sq_queue_s *q,
 		_sq_trace_begin_slow(slice, flow, q, func);
 		return;
 	}
-	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, slice, 0, flow),
+	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, slice,
+			(unsigned)_sq_thread_root() + 1, flow),
 			_sq_trace_key(label, q), (uintptr_t)func);
 }
 
@@ -871,6 +875,14 @@ _sq_obs_pool(unsigned kind, uint64_t a, uint64_t b, int32_t live,
 	if (kind != SQ_TRACE_COUNTERS)
 		_sq_trace_instant(kind, a, b);
 	_sq_trace_pool(live, idle, searching);
+}
+
+void
+_sq_obs_raise(struct sq_queue_s *q, int root)
+{
+	if (SQ_RECORDING())
+		_sq_trace_instant(SQ_TRACE_RAISE, _sq_trace_queue_key(q),
+				(uint64_t)root);
 }
 
 void

@@ -63,6 +63,8 @@ enum sq_trace_instant {
 	SQ_TRACE_SPAWN,       /* a: worker started; b: 1 by the monitor */
 	SQ_TRACE_NET,         /* a: worker the safety net woke */
 	SQ_TRACE_SIGNAL,      /* a: signal number */
+	SQ_TRACE_RAISE,       /* a: queue key; b: the class it was raised to
+	                         (root index) */
 };
 
 /* ---- The word every point looks at ----------------------------------------- */
@@ -156,6 +158,7 @@ SQ_INTERNAL void _sq_obs_end(unsigned slice);
 SQ_INTERNAL void _sq_obs_pool(unsigned kind, uint64_t a, uint64_t b,
 		int32_t live, int32_t idle, int32_t searching);
 SQ_INTERNAL void _sq_obs_signal(int signo);
+SQ_INTERNAL void _sq_obs_raise(struct sq_queue_s *q, int root);
 
 /* The next submission (or in-place run) on this thread continues this
  * flow instead of starting one: an after's work, from its timer. */
@@ -402,6 +405,13 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 	} while (0)
 
 /* A signal caught by the runtime's handler (async-signal-safe). */
+/* Queue q was raised to class `root` (queue.c, "Overrides"). */
+#define SQ_TRACE_QUEUE_RAISE(q, root)                                          \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_raise((q), (root));                            \
+	} while (0)
+
 #define SQ_TRACE_SIGNAL(signo)                                                 \
 	do {                                                                   \
 		if (SQ_OBSERVED())                                             \
@@ -439,6 +449,7 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 #define SQ_TRACE_IO_END(fd, result) ((void)(fd))
 #define SQ_TRACE_POOL(kind, a, b, live, idle, searching) ((void)0)
 #define SQ_TRACE_SIGNAL(signo) ((void)0)
+#define SQ_TRACE_QUEUE_RAISE(q, root) ((void)0)
 #define SQ_TRACE_INHERIT(flow) ((void)0)
 #define SQ_TRACE_SUBMIT_KIND(kind) ((void)0)
 

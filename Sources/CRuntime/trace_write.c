@@ -584,6 +584,10 @@ _sq_w_thread(struct sq_writer_s *w, const struct sq_trace_buf_s *b,
 						SQ_TRACE_TASK ? "task" : "sync");
 				fputs(",\"args\":{\"function\":", w->f);
 				_sq_w_string(w->f, _sq_name_of(&w->names, r->b));
+				if (r->small > 0 && r->small <= SQ_ROOT_COUNT)
+					fprintf(w->f, ",\"qos\":\"%s\"",
+							_sq_root_qos_names[
+							r->small - 1]);
 				fputc('}', w->f);
 				in = fl && (fl->flags & (SQ_FLOW_OUT |
 						SQ_FLOW_STEP)) && fl->in_buf == b
@@ -684,6 +688,14 @@ _sq_w_thread(struct sq_writer_s *w, const struct sq_trace_buf_s *b,
 				snprintf(name, sizeof(name), "signal %" PRIu64,
 						r->a);
 				break;
+			case SQ_TRACE_RAISE: {
+				char qn[64];
+				_sq_w_queue_name(w, r->a, qn, sizeof(qn));
+				snprintf(name, sizeof(name), "raise %s to %s",
+						qn, r->b < SQ_ROOT_COUNT ?
+						_sq_root_qos_names[r->b] : "?");
+				break;
+			}
 			default:
 				snprintf(name, sizeof(name), "instant");
 				break;

@@ -528,6 +528,61 @@ test_nothing_after_stop(void)
 	check_file(two);
 }
 
+/* ---- QoS classes and raises ------------------------------------------------ */
+
+static void
+hold_task(void *arg)
+{
+	sq_semaphore_wait(arg, SQ_TIME_FOREVER);
+}
+
+static void
+raised_caller(void *q)
+{
+	sq_sync_f(q, NULL, serial_task);
+}
+
+/* Each task slice names the class it ran at; a sync caller of a higher
+ * class raises the queue it waits on, and the trace shows the raise. */
+static void
+test_qos(void)
+{
+	char path[256];
+	trace_path(path, sizeof(path), "qos.json");
+	CHECK_EQ(sq_trace_start(path), 0);
+	sq_queue_t util = sq_queue_create("test.qos.utility",
+			sq_queue_attr_make_with_qos_class(NULL,
+			SQ_QOS_CLASS_UTILITY, 0));
+	/* Waited for with a group: a sync from this (DEFAULT) thread would
+	 * raise the queue and run the task here, at DEFAULT. */
+	sq_group_t u = sq_group_create();
+	sq_group_async_f(u, util, NULL, serial_task);
+	CHECK_EQ(sq_group_wait(u, sq_time(SQ_TIME_NOW, 10 * NSEC_PER_SEC)), 0);
+	sq_release(u);
+	/* A background queue, held by its first task; a USER_INITIATED
+	 * task syncs onto it. */
+	sq_queue_t bg = sq_queue_create_with_target("test.qos.held", NULL,
+			sq_get_global_queue(SQ_QOS_CLASS_BACKGROUND, 0));
+	sq_semaphore_t hold = sq_semaphore_create(0);
+	sq_async_f(bg, hold, hold_task);
+	sq_group_t g = sq_group_create();
+	sq_group_async_f(g, sq_get_global_queue(SQ_QOS_CLASS_USER_INITIATED,
+			0), bg, raised_caller);
+	usleep(20000);
+	sq_semaphore_signal(hold);
+	CHECK_EQ(sq_group_wait(g, sq_time(SQ_TIME_NOW, 10 * NSEC_PER_SEC)), 0);
+	CHECK_EQ(sq_trace_stop(), 0);
+	CHECK(file_has(path, "\"qos\":\"utility\""));
+	CHECK(file_has(path, "\"qos\":\"user-initiated\""));
+	CHECK(file_has(path, "raise test.qos.held"));
+	CHECK(file_has(path, "to user-initiated"));
+	check_file(path);
+	sq_release(g);
+	sq_release(hold);
+	sq_release(bg);
+	sq_release(util);
+}
+
 /* ---- A tiny ring ------------------------------------------------------------- */
 
 static void
@@ -684,6 +739,7 @@ main(int argc, char **argv)
 	test_errors();
 	test_known_program();
 	test_nothing_after_stop();
+	test_qos();
 	test_tiny_ring();
 	test_fork_child();
 	test_environment("/proc/self/exe");
