@@ -46,6 +46,7 @@ extern const bench_scenario_t bench_sources[];
 extern const bench_scenario_t bench_pool[];
 extern const bench_scenario_t bench_trace[];
 extern const bench_scenario_t bench_timers[];
+extern const bench_scenario_t bench_qos[];
 
 /* bench_pool.c's child processes: main() runs this instead of the table
  * when BENCH_POOL_CHILD is set, and returns its exit status. */
@@ -86,6 +87,11 @@ uint64_t bench_mono_ns(void);
  * clock of the current run (restart, wait that long, stop), so the table
  * and results.json carry `value` as the ns/op figure. */
 void bench_report_value(double value, size_t ops);
+
+/* The same without the clock: the current run's figure is `value`, exactly
+ * (what a preemption of a bench_report_value wait would add is left out;
+ * for figures computed once, in a scenario's setup). */
+void bench_report_exact(double value);
 
 /* Where results go so the compiler cannot drop the work that made them. */
 extern volatile uint64_t bench_sink;

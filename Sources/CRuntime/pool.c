@@ -51,6 +51,7 @@
 #include "pool_internal.h"
 
 #include <sys/prctl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -821,6 +822,21 @@ _sq_pool_notify_root(int root)
 	_sq_monitor_kick();
 }
 
+/* Moves the entries of w's ring (w is the caller) to their root queues,
+ * oldest first, where every worker sees them. */
+static void
+_sq_ring_flush(struct sq_worker_s *w)
+{
+	uintptr_t entry;
+	while ((entry = _sq_ring_pop(&w->ring)) != 0) {
+		struct sq_root_rq_s *rq = &_sq_pool.roots[entry &
+				SQ_RING_ROOT_MASK];
+		struct sq_job_s *job = (struct sq_job_s *)(entry &
+				~SQ_RING_ROOT_MASK);
+		cds_wfcq_enqueue(&rq->head, &rq->tail, &job->link);
+	}
+}
+
 void
 _sq_pool_push(int root, struct sq_job_s *job)
 {
@@ -828,12 +844,19 @@ _sq_pool_push(int root, struct sq_job_s *job)
 	struct sq_worker_s *w = _sq_self;
 	job->link.next = NULL;
 	_sq_tsan_release(job); /* after our last plain write to the job */
-	/* A ring holds one class at a time ("Precedence"). */
-	bool empty = w != NULL && _sq_ring_empty(&w->ring);
-	if (w != NULL && w->root == root && (empty || w->ring_root == root)) {
-		if (empty)
+	/* A ring holds one class at a time ("Precedence"): a job of another
+	 * class than the ring's moves the ring's entries to their root
+	 * queue first. Not to the root queue instead: a job waiting for its
+	 * children runs them from its own ring (pool_block.c, "Waiting
+	 * helps"), and with the thread cap reached nobody else may. */
+	if (w != NULL && w->root == root) {
+		if (!_sq_ring_empty(&w->ring) && w->ring_root != root)
+			_sq_ring_flush(w);
+		if (_sq_ring_empty(&w->ring))
 			__atomic_store_n(&w->ring_root, (uint8_t)root,
 					__ATOMIC_RELAXED);
+		else if (w->ring_root != root)
+			w = NULL; /* a thief holds the last entry: rare */
 	} else {
 		w = NULL;
 	}
@@ -1062,6 +1085,11 @@ _sq_nice_probe_thread(void *unused)
 	_sq_pool.nice_raise = ok && high >= -20 &&
 			setpriority(PRIO_PROCESS, tid, high) == 0 &&
 			setpriority(PRIO_PROCESS, tid, _sq_pool.base_nice) == 0;
+	/* And whether it may go to SCHED_IDLE and back. */
+	struct sched_param param = { 0 };
+	_sq_pool.sched_idle_ok = ok && sched_setscheduler(0, SCHED_IDLE,
+			&param) == 0 && sched_setscheduler(0, SCHED_OTHER,
+			&param) == 0;
 	return ok ? (void *)1 : NULL;
 }
 
@@ -1087,6 +1115,49 @@ _sq_nice_reversible(void)
 	return _sq_pool.nice_reversible;
 }
 
+/* Each class at its own CPU priority (_sq_class_nice) when the process
+ * may go back and forth (see _sq_nice_reversible); the program's
+ * otherwise. The probe runs before the first look at the class's value
+ * (it fills in `nice_raise`). */
+static void
+_sq_worker_set_class_nice(struct sq_worker_s *w, int root)
+{
+	if (w->nice == _sq_pool.base_nice && !w->sched_idle &&
+			root == SQ_ROOT_DEFAULT)
+		return;
+	bool reversible = _sq_nice_reversible();
+	int nice = reversible ? _sq_class_nice(root) : _sq_pool.base_nice;
+	if (nice != w->nice && setpriority(PRIO_PROCESS, (id_t)w->tid,
+			nice) == 0)
+		w->nice = nice;
+	/* BACKGROUND also under SCHED_IDLE where the process may come back
+	 * from it: the scheduler then gives it only what nothing else
+	 * wants (a weight of 3 against a nice-0 thread's 1024). */
+	bool idle = root == SQ_ROOT_BACKGROUND && reversible &&
+			_sq_pool.sched_idle_ok;
+	if (idle != w->sched_idle) {
+		struct sched_param param = { 0 };
+		if (sched_setscheduler(w->tid, idle ? SCHED_IDLE : SCHED_OTHER,
+				&param) == 0)
+			w->sched_idle = idle;
+	}
+}
+
+/* A worker that ran lower work at a higher nice value, about to look for
+ * its next job while higher work waits, takes that class's value first:
+ * looking and taking at the low value, it could wait for a CPU for
+ * milliseconds holding a higher job (a concurrent queue's drain, whose
+ * tasks nobody else sees meanwhile). */
+static void
+_sq_worker_before_look(struct sq_worker_s *w)
+{
+	if (SQ_LIKELY(w->nice <= _sq_pool.base_nice) || w->root == 0)
+		return;
+	int best = _sq_best_waiting(w->root);
+	if (best < w->root)
+		_sq_worker_set_class_nice(w, best);
+}
+
 static void
 _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root,
 		bool handoff)
@@ -1094,17 +1165,7 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root,
 	__atomic_store_n(&w->jobs, w->jobs + 1, __ATOMIC_RELAXED);
 	_sq_tsan_acquire(job);
 
-	/* Each class at its own CPU priority (_sq_class_nice) when the
-	 * process may go back and forth (see _sq_nice_reversible); the
-	 * program's otherwise. The probe runs before the first look at the
-	 * class's value (it fills in `nice_raise`). */
-	if (w->nice != _sq_pool.base_nice || root != SQ_ROOT_DEFAULT) {
-		int nice = _sq_nice_reversible() ? _sq_class_nice(root)
-				: _sq_pool.base_nice;
-		if (nice != w->nice && setpriority(PRIO_PROCESS, (id_t)w->tid,
-				nice) == 0)
-			w->nice = nice;
-	}
+	_sq_worker_set_class_nice(w, root);
 	_sq_worker_count_class(w, root);
 	w->root = root;
 	/* Entries pushed to the ring from here on are this job's (and a
@@ -1195,6 +1256,10 @@ _sq_worker_park(struct sq_worker_s *w)
 	if (_sq_monotonic_ns() - w->woken_at < SQ_YIELD_WINDOW_NS)
 		sched_yield();
 	SQ_CHAOS_POINT();
+	/* Idle at the program's CPU priority: a worker woken for higher work
+	 * must not wait for a CPU at its last job's low priority (2.6 ms
+	 * from wake to job, median, behind a background batch). */
+	_sq_worker_set_class_nice(w, SQ_ROOT_DEFAULT);
 	/* Before the idle list: a record (the first of a trace takes a lock
 	 * and maps a ring) is not time spent counted as idle. */
 	SQ_POOL_EVENT(SQ_TRACE_PARK, w, 0);
@@ -1316,6 +1381,8 @@ _sq_worker_main(void *arg)
 	errno = 0;
 	int nice = getpriority(PRIO_PROCESS, (id_t)w->tid);
 	w->nice = errno == 0 ? nice : _sq_pool.base_nice;
+	/* And its scheduling policy. */
+	w->sched_idle = sched_getscheduler(0) == SCHED_IDLE;
 	w->name[0] = '\0';
 	_sq_worker_set_name(w, "sq.worker");
 	/* The precise timers' runner sleeps until just before a deadline
@@ -1338,6 +1405,7 @@ _sq_worker_main(void *arg)
 			/* The job may have made true what the main thread
 			 * waits for in sq_main_queue_run_until. */
 			_sq_main_runner_job_done();
+			_sq_worker_before_look(w);
 			continue;
 		}
 		_sq_worker_count_class(w, SQ_ROOT_COUNT);

@@ -51,6 +51,7 @@ struct sq_worker_s {
 	uint32_t parked;     /* futex word: 1 while parked */
 	bool searching;      /* counted in _sq_pool.searching */
 	int nice;            /* its thread's nice value now */
+	bool sched_idle;     /* and whether it is under SCHED_IDLE */
 	bool on_idle_list;   /* under the idle lock */
 	bool leave;          /* asked to give its thread back (pool.c) */
 	/* The root index of every entry in the ring: the owner sets it when
@@ -141,6 +142,7 @@ struct sq_pool_s {
 	bool nice_reversible;
 	bool nice_raise; /* and may go below base_nice (the classes above
 	                    DEFAULT) */
+	bool sched_idle_ok; /* and to SCHED_IDLE and back (BACKGROUND) */
 	/* The monitor: started with the first worker; sleeps on `kick` while
 	 * no work waits. */
 	uint32_t monitor_kick;  /* futex word: 1 once kicked */

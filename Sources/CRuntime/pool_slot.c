@@ -40,7 +40,10 @@ void
 _sq_pool_push_next(int root, struct sq_job_s *job)
 {
 	struct sq_worker_s *w = _sq_self;
-	if (w == NULL) {
+	/* A job of a higher class than the worker's own goes where every
+	 * worker's class order sees it ("Precedence", pool.c): in the slot
+	 * it would wait for this worker's job to end. */
+	if (w == NULL || root < w->root) {
 		_sq_pool_push(root, job);
 		return;
 	}

@@ -3,8 +3,9 @@
  * toolchain's libdispatch (guarantees_dispatch.h, under -DGQ_DISPATCH),
  * which maps the sq_* names the checker uses onto dispatch_*. What the two
  * do not share is here: draining the main queue while the driver waits, the
- * pool's statistics and thread cap, and whether waits help (the liveness
- * family, guarantees_liveness.h).
+ * pool's statistics and thread cap, whether waits help (the liveness
+ * family, guarantees_liveness.h), and whether the precedence family runs
+ * by default (guarantees_priority.h).
  */
 #ifndef SQTEST_GUARANTEES_BACKEND_H
 #define SQTEST_GUARANTEES_BACKEND_H
@@ -51,6 +52,12 @@ gq_main_run(unsigned us, bool (*condition)(void *), void *ctx)
 #define GQ_LIVE_SKIP 0u
 #define GQ_LIVE_DEPENDENT_CAP GQ_LIVE_MAX_DEPENDENT
 #define GQ_LIVE_SKIP_WHY ""
+
+/* The precedence family (guarantees_priority.h): tasks may ask their
+ * class (sq_qos_class_self), and the family runs by default. */
+#define GQ_HAS_QOS_SELF 1
+#define GQ_PRIO_SKIP 0
+#define GQ_PRIO_SKIP_WHY ""
 
 /* The pool's thread cap (SQ_MAX_THREADS) and its live threads now. */
 static inline int

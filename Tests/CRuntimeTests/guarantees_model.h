@@ -125,6 +125,8 @@ struct gq_prog {
 	atomic_ulong races;          /* drain-end races staged */
 	atomic_ulong live_programs;  /* liveness programs (guarantees_liveness.h) */
 	atomic_ulong live_jobs;      /* and their jobs that ran */
+	atomic_ulong prio_programs;  /* precedence programs (guarantees_priority.h) */
+	atomic_ulong prio_tasks;     /* and their tasks that ran */
 };
 
 /* The driver adds queues while tasks pick among them: an entry is filled,

@@ -50,6 +50,13 @@
  * spins beside a chain of hand-offs), checked for "every submitted job
  * runs".
  *
+ * One seed in 8 of the others makes a precedence program
+ * (guarantees_priority.h): the pool saturated with lower-class work in
+ * random shapes (global queues, concurrent queues, serial queues and
+ * chains on either), then higher-class work submitted, checked for "once
+ * higher work is runnable, few lower tasks start before it" (the family's
+ * comment states the bound).
+ *
  * Running it. With no arguments, one child process per pool width
  * (SQ_WORKERS = 1, 2, 3, 4, 8, 16, then 2:4, 4:4 and 8:16, or
  * SQT_GUARANTEE_WIDTHS; W:C is SQ_WORKERS=W with the thread cap
@@ -68,11 +75,13 @@
  * the line also sets SQ_MAX_THREADS and SQT_OPS when they were set).
  * For a diagnosis, SQT_OPS="pipe,file reads" runs only the operations
  * named (as in gq_op_names), SQT_OPS="liveness" only the liveness family
- * ("liveness pile-up" one of its shapes, gq_lv_names), and
+ * ("liveness pile-up" one of its shapes, gq_lv_names), SQT_OPS="priority"
+ * only the precedence family, and
  * SQT_KEEP_GOING=1 reports every failed program and goes on. Built with
  * -DGQ_DISPATCH, the same checker runs on the toolchain's libdispatch
  * (`make test-guarantees-dispatch`; it leaves out the liveness shapes
- * that only its monitor's pace lets through, guarantees_dispatch.h).
+ * that only its monitor's pace lets through, and the precedence family,
+ * which it fails: guarantees_dispatch.h).
  */
 #define _GNU_SOURCE
 #include "guarantees_backend.h"
@@ -1388,6 +1397,7 @@ op_main(struct gq_prog *p)
 }
 
 #include "guarantees_liveness.h"
+#include "guarantees_priority.h"
 
 /* ---- Programs --------------------------------------------------------------------- */
 
@@ -1470,7 +1480,8 @@ static const char *const gq_op_names[OP_COUNT] = {
  * diagnosis; the default is every one). "liveness" names the liveness
  * family (all its shapes), "liveness pile-up" one of its shapes
  * (gq_lv_names); without either, SQT_OPS leaves the family out, and with
- * only those, the other operations. */
+ * only those, the other operations. "priority" names the precedence
+ * family (guarantees_priority.h) the same way. */
 static unsigned gq_mix_weights[OP_COUNT];
 static bool gq_regular_on;     /* programs of the operations above */
 static bool gq_live_on;        /* liveness programs */
@@ -1514,13 +1525,21 @@ gq_choose_ops(void)
 	gq_lv_dependent_max = named && (gq_lv_mix[LV_FORK_JOIN] ||
 			gq_lv_mix[LV_WORKITEM]) ? GQ_LIVE_MAX_DEPENDENT
 			: GQ_LIVE_DEPENDENT_CAP;
+	/* the precedence family: named, or all (unless the backend skips
+	 * it by default) */
+	bool prio_named = strstr(buf, ",priority,") != NULL;
+	gq_prio_on = prio_named || (all && !GQ_PRIO_SKIP);
+	gq_prio_skipped = all && GQ_PRIO_SKIP;
 	/* SQT_OPS naming nothing known: empty programs, as before */
-	if (!gq_regular_on && !gq_live_on)
+	if (!gq_regular_on && !gq_live_on && !gq_prio_on)
 		gq_regular_on = true;
 	/* a child with a thread cap (W:C) runs the liveness family only */
 	const char *family = getenv("SQT_GQ_FAMILY");
-	if (family && strcmp(family, "liveness") == 0 && gq_live_on)
+	if (family && strcmp(family, "liveness") == 0 && gq_live_on) {
 		gq_regular_on = false;
+		gq_prio_on = false;
+		gq_prio_skipped = false;
+	}
 }
 
 /* Whether the program of `seed` is a liveness program: one seed in 8. The
@@ -1531,11 +1550,21 @@ gq_seed_is_live(uint64_t seed)
 	return (gq_mix(seed ^ 0x6c6976656e657373ull) & 7) == 0;
 }
 
+/* Whether the program of `seed` is a precedence program: one seed in 8 of
+ * those that are not liveness programs. */
+static bool
+gq_seed_is_prio(uint64_t seed)
+{
+	return !gq_seed_is_live(seed) &&
+			(gq_mix(seed ^ 0x7072696f72697479ull) & 7) == 0;
+}
+
 /* Whether this child runs the program of `seed` (see gq_choose_ops). */
 static bool
 gq_seed_wanted(uint64_t seed)
 {
-	return gq_seed_is_live(seed) ? gq_live_on : gq_regular_on;
+	return gq_seed_is_live(seed) ? gq_live_on : gq_seed_is_prio(seed) ?
+			gq_prio_on : gq_regular_on;
 }
 
 static void
@@ -1675,6 +1704,8 @@ gq_program(struct gq_prog *p, uint64_t seed)
 	unsigned long races = atomic_load(&p->races);
 	unsigned long live_programs = atomic_load(&p->live_programs);
 	unsigned long live_jobs = atomic_load(&p->live_jobs);
+	unsigned long prio_programs = atomic_load(&p->prio_programs);
+	unsigned long prio_tasks = atomic_load(&p->prio_tasks);
 	int width = p->width;
 	memset(p, 0, sizeof(*p));
 	atomic_init(&p->tasks_run, tasks);
@@ -1683,11 +1714,15 @@ gq_program(struct gq_prog *p, uint64_t seed)
 	atomic_init(&p->races, races);
 	atomic_init(&p->live_programs, live_programs);
 	atomic_init(&p->live_jobs, live_jobs);
+	atomic_init(&p->prio_programs, prio_programs);
+	atomic_init(&p->prio_tasks, prio_tasks);
 	p->width = width;
 	p->seed = seed;
 	p->rng.s = seed;
 	if (gq_seed_is_live(seed))
 		return gq_live_program(p);
+	if (gq_seed_is_prio(seed))
+		return gq_prio_program(p);
 	p->driver.id = 0;
 	atomic_init(&p->next_stream_id, 1);
 	gq_setup(p);
@@ -1768,13 +1803,18 @@ gq_child_main(void)
 	const char *w = wlabel;
 	/* what the replay line sets besides the seed */
 	const char *sab = getenv("SQT_LIVE_SABOTAGE");
-	char renv[448];
-	snprintf(renv, sizeof(renv), "%s%s%s%s%s%s%s%s%s", wenv ?
+	const char *psab = getenv("SQT_PRIO_SABOTAGE");
+	const char *pstrict = getenv("SQT_PRIO_STRICT");
+	char renv[512];
+	snprintf(renv, sizeof(renv), "%s%s%s%s%s%s%s%s%s%s%s%s%s", wenv ?
 			" SQ_WORKERS=" : "", wenv ? wenv : "", cap && *cap ?
 			" SQ_MAX_THREADS=" : "", cap && *cap ? cap : "", ops &&
 			*ops ? " SQT_OPS=\"" : "", ops && *ops ? ops : "", ops &&
 			*ops ? "\"" : "", sab && *sab ? " SQT_LIVE_SABOTAGE=" : "",
-			sab && *sab ? sab : "");
+			sab && *sab ? sab : "", psab && *psab ?
+			" SQT_PRIO_SABOTAGE=" : "", psab && *psab ? psab : "",
+			pstrict && *pstrict ? " SQT_PRIO_STRICT=" : "", pstrict &&
+			*pstrict ? pstrict : "");
 	uint64_t master = gq_env_u64("SQT_GQ_MASTER", 1);
 	uint64_t replay = gq_env_u64("SQT_GQ_REPLAY", 0);
 	gq_trace = gq_env_u64("SQT_TRACE", 0) != 0;
@@ -1785,6 +1825,7 @@ gq_child_main(void)
 	gq_choose_ops();
 	if (gq_live_on)
 		gq_live_note();
+	gq_prio_note();
 	unsigned long programs = replay ? gq_env_u64("SQT_REPEAT", 1)
 			: gq_env_u64("SQT_PROGRAMS", ~0ul);
 	const char *secs_env = getenv("SQT_GQ_SECONDS");
@@ -1850,6 +1891,7 @@ gq_child_main(void)
 			(unsigned long)atomic_load(&p->races),
 			(unsigned long)atomic_load(&p->live_programs),
 			(unsigned long)atomic_load(&p->live_jobs));
+	gq_prio_summary(w);
 	int status = failures ? 1 : 0;
 	if (failures)
 		printf("  %lu programs failed\n", failures);

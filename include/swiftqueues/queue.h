@@ -80,7 +80,8 @@ typedef unsigned int sq_qos_class_t;
  * (SQ_QOS_MIN_RELATIVE_PRIORITY to 0). A queue created with it and no
  * target of its own targets the global queue of that class. Returns NULL
  * for a class that is not one of the six, or a priority out of range (as
- * libdispatch does); queue creation then crashes with a message.
+ * libdispatch does). NULL is SQ_QUEUE_SERIAL: a queue created with it is
+ * a plain serial queue (and UNSPECIFIED on a NULL `attr` is that too).
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_attr_t SQ_NULLABLE
