@@ -143,6 +143,8 @@ struct sq_pool_s {
 	bool nice_raise; /* and may go below base_nice (the classes above
 	                    DEFAULT) */
 	bool sched_idle_ok; /* and to SCHED_IDLE and back (BACKGROUND) */
+	bool background_idle; /* SQ_BACKGROUND_IDLE: BACKGROUND under
+	                         SCHED_IDLE (where sched_idle_ok) */
 	/* The monitor: started with the first worker; sleeps on `kick` while
 	 * no work waits. */
 	uint32_t monitor_kick;  /* futex word: 1 once kicked */

@@ -369,6 +369,7 @@ test_many_blocked(void)
 /* ---- BACKGROUND's nice value, and the way back ------------------------------ */
 
 static atomic_int nice_seen[2];
+static atomic_int policy_seen[2];
 
 static void
 record_nice(void *slot)
@@ -376,6 +377,9 @@ record_nice(void *slot)
 	errno = 0;
 	int nice = getpriority(PRIO_PROCESS, (id_t)gettid());
 	atomic_store((atomic_int *)slot, errno == 0 ? nice : -100);
+	/* And the scheduling policy, in the slot's twin. */
+	atomic_int *policy = &policy_seen[(atomic_int *)slot - nice_seen];
+	atomic_store(policy, sched_getscheduler(0));
 }
 
 /* Runs a BACKGROUND job, then a DEFAULT one, on the one worker; writes the
@@ -398,14 +402,26 @@ nice_child(int fd, bool unprivileged)
 	sq_group_async_f(g, sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0),
 			&nice_seen[1], record_nice);
 	sq_group_wait(g, SQ_TIME_FOREVER);
-	int seen[2] = { atomic_load(&nice_seen[0]),
-			atomic_load(&nice_seen[1]) };
+	int seen[6] = { atomic_load(&nice_seen[0]),
+			atomic_load(&nice_seen[1]), 0, 0,
+			atomic_load(&policy_seen[0]),
+			atomic_load(&policy_seen[1]) };
+	/* And the classes around DEFAULT. */
+	sq_group_async_f(g, sq_get_global_queue(SQ_QOS_CLASS_UTILITY, 0),
+			&nice_seen[0], record_nice);
+	sq_group_wait(g, SQ_TIME_FOREVER);
+	sq_group_async_f(g, sq_get_global_queue(
+			SQ_QOS_CLASS_USER_INTERACTIVE, 0), &nice_seen[1],
+			record_nice);
+	sq_group_wait(g, SQ_TIME_FOREVER);
+	seen[2] = atomic_load(&nice_seen[0]);
+	seen[3] = atomic_load(&nice_seen[1]);
 	(void)!write(fd, seen, sizeof(seen));
 	_exit(0);
 }
 
 static void
-nice_run(bool unprivileged, int seen[2])
+nice_run(bool unprivileged, int seen[6])
 {
 	int fds[2];
 	CHECK_EQ(pipe(fds), 0);
@@ -416,8 +432,9 @@ nice_run(bool unprivileged, int seen[2])
 		nice_child(fds[1], unprivileged);
 	}
 	close(fds[1]);
-	seen[0] = seen[1] = -200;
-	CHECK_EQ(read(fds[0], seen, 2 * sizeof(int)), 2 * sizeof(int));
+	for (int i = 0; i < 6; i++)
+		seen[i] = -200;
+	CHECK_EQ(read(fds[0], seen, 6 * sizeof(int)), 6 * sizeof(int));
 	close(fds[0]);
 	int status = 0;
 	waitpid(pid, &status, 0);
@@ -429,18 +446,35 @@ test_background_nice(void)
 {
 	errno = 0;
 	int base = getpriority(PRIO_PROCESS, (id_t)gettid());
-	int seen[2];
+	int seen[6];
 	/* Cannot come back: never niced. */
 	nice_run(true, seen);
 	CHECK_EQ(seen[0], base);
 	CHECK_EQ(seen[1], base);
-	/* Can (root, or a generous RLIMIT_NICE): niced, then back. */
+	CHECK_EQ(seen[2], base);
+	CHECK_EQ(seen[3], base);
+	CHECK_EQ(seen[4], SCHED_OTHER);
+	/* Can (root, or a generous RLIMIT_NICE): niced, then back; UTILITY
+	 * at +4; USER_INTERACTIVE at -8 where going below the program's
+	 * value is allowed (root). */
 	struct rlimit lim;
 	if (getuid() == 0 || (getrlimit(RLIMIT_NICE, &lim) == 0 &&
 			lim.rlim_cur >= (rlim_t)(20 - base))) {
 		nice_run(false, seen);
 		CHECK_EQ(seen[0], base + 10 > 19 ? 19 : base + 10);
 		CHECK_EQ(seen[1], base);
+		CHECK_EQ(seen[2], base + 4 > 19 ? 19 : base + 4);
+		if (getuid() == 0)
+			CHECK_EQ(seen[3], base - 8 < -20 ? -20 : base - 8);
+		CHECK_EQ(seen[4], SCHED_OTHER);
+		CHECK_EQ(seen[5], SCHED_OTHER);
+		/* SQ_BACKGROUND_IDLE=1: BACKGROUND under SCHED_IDLE, and
+		 * back. */
+		setenv("SQ_BACKGROUND_IDLE", "1", 1);
+		nice_run(false, seen);
+		unsetenv("SQ_BACKGROUND_IDLE");
+		CHECK_EQ(seen[4], SCHED_IDLE);
+		CHECK_EQ(seen[5], SCHED_OTHER);
 	}
 }
 
