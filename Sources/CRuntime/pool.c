@@ -1078,20 +1078,27 @@ _sq_nice_probe_thread(void *unused)
 	/* A thread of its own, since a refused way back would leave it
 	 * niced for good. Lowering the nice value needs CAP_SYS_NICE (in
 	 * the initial user namespace) or a high enough RLIMIT_NICE; trying
-	 * is the only sure test. */
+	 * is the only sure test. Upwards first: a thread that lowered its
+	 * own priority to try could wait long for a CPU before it came back
+	 * (under SCHED_IDLE, hundreds of milliseconds on a busy machine),
+	 * and the worker that asked waits for it. One step above the
+	 * program's value allows the way back from any lower one, and from
+	 * SCHED_IDLE (a nice value within RLIMIT_NICE's range). */
 	id_t tid = (id_t)gettid();
-	bool ok = setpriority(PRIO_PROCESS, tid, _sq_background_nice()) == 0
-			&& setpriority(PRIO_PROCESS, tid, _sq_pool.base_nice) == 0;
-	/* And whether it may go below the program's value (and back). */
-	int high = _sq_pool.base_nice + SQ_INTERACTIVE_NICE;
+	int base = _sq_pool.base_nice;
+	bool ok;
+	if (base > -20)
+		ok = setpriority(PRIO_PROCESS, tid, base - 1) == 0 &&
+				setpriority(PRIO_PROCESS, tid, base) == 0;
+	else
+		ok = setpriority(PRIO_PROCESS, tid, _sq_background_nice()) ==
+				0 && setpriority(PRIO_PROCESS, tid, base) == 0;
+	/* And whether it may go as far as the highest class's value. */
+	int high = base + SQ_INTERACTIVE_NICE;
 	_sq_pool.nice_raise = ok && high >= -20 &&
 			setpriority(PRIO_PROCESS, tid, high) == 0 &&
-			setpriority(PRIO_PROCESS, tid, _sq_pool.base_nice) == 0;
-	/* And whether it may go to SCHED_IDLE and back. */
-	struct sched_param param = { 0 };
-	_sq_pool.sched_idle_ok = ok && sched_setscheduler(0, SCHED_IDLE,
-			&param) == 0 && sched_setscheduler(0, SCHED_OTHER,
-			&param) == 0;
+			setpriority(PRIO_PROCESS, tid, base) == 0;
+	_sq_pool.sched_idle_ok = ok;
 	return ok ? (void *)1 : NULL;
 }
 
