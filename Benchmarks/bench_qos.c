@@ -106,23 +106,6 @@ usable_cpus(void)
 }
 
 static void
-sem_wait_or_fail(sem_t *s, unsigned ms, const char *what)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	while (sem_timedwait(s, &ts) != 0) {
-		if (errno != EINTR)
-			bench_fail("%s: timed out", what);
-	}
-}
-
-static void
 sleep_until(uint64_t mono)
 {
 	struct timespec ts = { (time_t)(mono / 1000000000ull),
@@ -402,7 +385,7 @@ inv_round(int side, unsigned round)
 		side_async(side, inv.serial, NULL, inv_task);
 	side_async(side, global_queue(side, D_QOS_USER_INTERACTIVE), NULL,
 			inv_caller);
-	sem_wait_or_fail(&inv.finished, 60000, "qos inversion: sync");
+	bench_sem_wait(&inv.finished, 60000, "qos inversion: sync");
 
 	atomic_store(&inv.running, false);
 	side_group_wait_release(side, inv.hogs);
@@ -584,7 +567,7 @@ req_series_run(int side, int phase)
 		r->submit = bench_mono_ns();
 		side_async(side, uin, r, req_task);
 	}
-	sem_wait_or_fail(&rq.done, 60000, "qos batch: requests");
+	bench_sem_wait(&rq.done, 60000, "qos batch: requests");
 	sem_destroy(&rq.done);
 
 	if (phase == BATCH) {

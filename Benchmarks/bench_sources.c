@@ -53,23 +53,6 @@ d_time(uint64_t mono)
 	return (dispatch_time_t)mono;
 }
 
-static void
-sem_wait_or_fail(sem_t *s, unsigned ms, const char *what)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	while (sem_timedwait(s, &ts) != 0) {
-		if (errno != EINTR)
-			bench_fail("%s: timed out", what);
-	}
-}
-
 /* ---- samples and statistics ------------------------------------------------- */
 
 struct samples {
@@ -198,7 +181,7 @@ after_lateness(int side, size_t ops)
 					dispatch_get_global_queue(0, 0),
 					&after_ctxs[i], after_landed);
 	}
-	sem_wait_or_fail(&r.done, 30000, "after lateness");
+	bench_sem_wait(&r.done, 30000, "after lateness");
 	sem_destroy(&r.done);
 	if (after_runs[side]++ > 0)
 		samples_add(&after_all[side], r.late, AFTER_N);
@@ -283,9 +266,9 @@ timer_lateness(int side, size_t ops)
 		sq_source_set_cancel_handler_f(s, tick_cancelled);
 		sq_source_set_timer(s, r.start, 1 * MS, 0);
 		sq_activate(s);
-		sem_wait_or_fail(&r.done, 30000, "sq timer");
+		bench_sem_wait(&r.done, 30000, "sq timer");
 		sq_source_cancel(s);
-		sem_wait_or_fail(&r.cancelled, 30000, "sq timer cancel");
+		bench_sem_wait(&r.cancelled, 30000, "sq timer cancel");
 		sq_release(s);
 	} else {
 		dispatch_source_t s = dispatch_source_create(
@@ -297,9 +280,9 @@ timer_lateness(int side, size_t ops)
 		dispatch_source_set_cancel_handler_f(s, tick_cancelled);
 		dispatch_source_set_timer(s, d_time(r.start), 1 * MS, 0);
 		dispatch_resume(s);
-		sem_wait_or_fail(&r.done, 30000, "dispatch timer");
+		bench_sem_wait(&r.done, 30000, "dispatch timer");
 		dispatch_source_cancel(s);
-		sem_wait_or_fail(&r.cancelled, 30000, "dispatch timer cancel");
+		bench_sem_wait(&r.cancelled, 30000, "dispatch timer cancel");
 		dispatch_release(s);
 	}
 	sem_destroy(&r.done);
@@ -414,7 +397,7 @@ pipe_roundtrips(int side, size_t ops)
 	for (size_t i = 0; i < ops; i++) {
 		if (write(p->fds[1], "x", 1) != 1)
 			bench_fail("pipe write: %s", strerror(errno));
-		sem_wait_or_fail(&p->got, 10000, "pipe read handler");
+		bench_sem_wait(&p->got, 10000, "pipe read handler");
 	}
 }
 
@@ -437,7 +420,7 @@ pipe_teardown(void)
 	dispatch_source_cancel(pipes[THEIRS].src);
 	for (int side = 0; side < 2; side++) {
 		struct pipe_side *p = &pipes[side];
-		sem_wait_or_fail(&p->cancelled, 10000, "pipe cancel");
+		bench_sem_wait(&p->cancelled, 10000, "pipe cancel");
 		if (side == OURS) {
 			sq_release(p->src);
 			sq_release(p->queue);
@@ -490,7 +473,7 @@ schedule_pending(int side, size_t ops, bool timed)
 static void
 pending_wait(void)
 {
-	sem_wait_or_fail(&pending_done, 60000, "pending afters");
+	bench_sem_wait(&pending_done, 60000, "pending afters");
 }
 
 static long
@@ -536,7 +519,7 @@ rss_child(void)
 		dispatch_after_f(d_time(bench_mono_ns() + 1 * MS),
 				dispatch_get_global_queue(0, 0), NULL,
 				pending_fired);
-	sem_wait_or_fail(&pending_done, 10000, "rss warm-up");
+	bench_sem_wait(&pending_done, 10000, "rss warm-up");
 	long before = rss_kib();
 	uint64_t base = bench_mono_ns() + 10000 * MS;
 	for (size_t i = 0; i < PENDING_OPS; i++) {

@@ -25,6 +25,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <sched.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -632,4 +633,21 @@ bench_report_value(double value, size_t ops)
 	while (bench_mono_ns() - start < want)
 		bench_clobber();
 	bench_timer_stop();
+}
+
+void
+bench_sem_wait(void *sem, unsigned ms, const char *what)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	while (sem_timedwait(sem, &ts) != 0) {
+		if (errno != EINTR)
+			bench_fail("%s: timed out", what);
+	}
 }

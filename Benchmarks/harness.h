@@ -79,6 +79,10 @@ void bench_parallel(unsigned nthreads, void (*fn)(void *arg, unsigned i),
 void bench_fail(const char *fmt, ...)
 		__attribute__((format(printf, 1, 2), noreturn));
 
+/* Waits on a POSIX semaphore (a sem_t *) for at most `ms`; past that, fails
+ * the run with "<what>: timed out". */
+void bench_sem_wait(void *sem, unsigned ms, const char *what);
+
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t bench_mono_ns(void);
 

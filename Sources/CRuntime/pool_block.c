@@ -31,8 +31,7 @@ _sq_take_blocked(struct sq_worker_s *self, int *root, bool rings)
 		if (e == 0 && rings)
 			e = _sq_ring_pop(&v->ring);
 		if (e != 0) {
-			*root = (int)(e & SQ_RING_ROOT_MASK);
-			return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+			return _sq_entry_job(e, root);
 		}
 	}
 	return NULL;

@@ -56,7 +56,7 @@ struct sq_worker_s {
 	bool leave;          /* asked to give its thread back (pool.c) */
 	/* The root index of every entry in the ring: the owner sets it when
 	 * it pushes to an empty ring and pushes only that root's jobs after
-	 * (see "Precedence", pool.c). Read by others as a hint. */
+	 * (see "Precedence", pool_class.c). Read by others as a hint. */
 	uint8_t ring_root;
 	/* The class it is counted in (`_sq_pool.busy`), SQ_ROOT_COUNT when
 	 * none: owner only. */
@@ -125,8 +125,9 @@ struct sq_pool_s {
 	uint32_t spin_ns;  /* the adaptive spin budget (relaxed: a hint) */
 	int32_t nidle;
 	uint32_t pop_counter;
-	/* Bit r: some ring may hold root r's jobs (see "Precedence", pool.c).
-	 * Set by a pusher, cleared by a looker that found none. */
+	/* Bit r: some ring may hold root r's jobs (see "Precedence",
+	 * pool_class.c). Set by a pusher, cleared by a looker that found
+	 * none. */
 	uint32_t ring_mask;
 	/* Workers running a job of each class (see "Room for a higher
 	 * class", pool.c). */
@@ -266,6 +267,54 @@ _sq_ring_pop_tail(struct sq_ring_s *r, uint32_t mark)
 	return entry;
 }
 
+/* A ring entry's job, and its root index through `root`. */
+static inline struct sq_job_s *
+_sq_entry_job(uintptr_t entry, int *root)
+{
+	*root = (int)(entry & SQ_RING_ROOT_MASK);
+	return (struct sq_job_s *)(entry & ~SQ_RING_ROOT_MASK);
+}
+
+/* ---- By class (pool_class.c, "Precedence") ------------------------------ */
+
+/* The highest class below `limit` with work another worker could take: a
+ * root queue not empty, or a ring that may hold it; `limit` if none. */
+static inline int
+_sq_best_waiting(int limit)
+{
+	uint32_t mask = __atomic_load_n(&_sq_pool.ring_mask, __ATOMIC_RELAXED);
+	for (int r = 0; r < limit; r++)
+		if ((mask & (1u << r)) || !cds_wfcq_empty(
+				&_sq_pool.roots[r].head, &_sq_pool.roots[r].tail))
+			return r;
+	return limit;
+}
+
+/* Notes that a ring now holds root r's jobs (after the push's fence). */
+static inline void
+_sq_ring_mask_set(int r)
+{
+	if (!(__atomic_load_n(&_sq_pool.ring_mask, __ATOMIC_SEQ_CST) &
+			(1u << r)))
+		__atomic_fetch_or(&_sq_pool.ring_mask, 1u << r,
+				__ATOMIC_SEQ_CST);
+}
+
+/* Moves w into class r's busy count (SQ_ROOT_COUNT: none). */
+static inline void
+_sq_worker_count_class(struct sq_worker_s *w, int r)
+{
+	if (w->busy_root == r)
+		return;
+	if (w->busy_root < SQ_ROOT_COUNT)
+		__atomic_sub_fetch(&_sq_pool.busy[w->busy_root], 1,
+				__ATOMIC_RELAXED);
+	if (r < SQ_ROOT_COUNT)
+		__atomic_add_fetch(&_sq_pool.busy[r], 1, __ATOMIC_RELAXED);
+	w->busy_root = (uint8_t)r;
+}
+
+
 /* Live workers that are not in an announced wait; a sync caller's wait
  * for its turn counts as running (see _sq_pool_compensate), and so does
  * blocking only the monitor has seen (it compensates for it itself).
@@ -279,6 +328,7 @@ _sq_pool_running(void)
 }
 
 /* pool.c: the run queues, waking and spawning. */
+SQ_INTERNAL struct sq_job_s *_sq_root_pop(int index);
 SQ_INTERNAL bool _sq_roots_empty(void);
 SQ_INTERNAL bool _sq_pool_has_work_in(bool slots);
 SQ_INTERNAL bool _sq_pool_has_work(void);
@@ -290,6 +340,16 @@ SQ_INTERNAL void _sq_worker_wake(struct sq_worker_s *w);
 SQ_INTERNAL void _sq_pool_notify(void);
 SQ_INTERNAL void _sq_pool_notify_root(int root);
 SQ_INTERNAL void _sq_pool_wake_sleeper(void);
+
+/* pool_class.c: taking by class, stealing, room for a higher class, the
+ * classes' CPU priorities. */
+SQ_INTERNAL struct sq_job_s *_sq_take_by_class(struct sq_worker_s *self,
+		int *root);
+SQ_INTERNAL struct sq_job_s *_sq_steal(struct sq_worker_s *self, int r,
+		int *root);
+SQ_INTERNAL bool _sq_pool_class_room(int r);
+SQ_INTERNAL void _sq_worker_set_class_nice(struct sq_worker_s *w, int root);
+SQ_INTERNAL void _sq_worker_before_look(struct sq_worker_s *w);
 
 /* pool_slot.c: the owner takes its own slot's job; a searcher that found
  * nothing else guards the others' slots. */

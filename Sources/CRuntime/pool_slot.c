@@ -41,7 +41,7 @@ _sq_pool_push_next(int root, struct sq_job_s *job)
 {
 	struct sq_worker_s *w = _sq_self;
 	/* A job of a higher class than the worker's own goes where every
-	 * worker's class order sees it ("Precedence", pool.c): in the slot
+	 * worker's class order sees it ("Precedence", pool_class.c): in the slot
 	 * it would wait for this worker's job to end. */
 	if (w == NULL || root < w->root) {
 		_sq_pool_push(root, job);
@@ -101,8 +101,7 @@ _sq_next_take(struct sq_worker_s *w, int *root)
 	uintptr_t e = __atomic_exchange_n(&w->next, 0, __ATOMIC_ACQ_REL);
 	if (e == 0)
 		return NULL;
-	*root = (int)(e & SQ_RING_ROOT_MASK);
-	return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+	return _sq_entry_job(e, root);
 }
 
 bool
@@ -279,8 +278,7 @@ _sq_next_guard(struct sq_worker_s *self, int *root)
 				__atomic_store_n(&self->slot_takes,
 						self->slot_takes + 1,
 						__ATOMIC_RELAXED);
-				*root = (int)(e & SQ_RING_ROOT_MASK);
-				job = (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+				job = _sq_entry_job(e, root);
 				goto out;
 			}
 		}
@@ -348,8 +346,7 @@ _sq_next_scan(struct sq_worker_s *self, int *root)
 			self->scan_count = 0;
 			__atomic_store_n(&self->slot_takes, self->slot_takes + 1,
 					__ATOMIC_RELAXED);
-			*root = (int)(e & SQ_RING_ROOT_MASK);
-			return (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
+			return _sq_entry_job(e, root);
 		}
 	}
 	/* Note the occupied slots now (up to SQ_SCAN_CANDIDATES, starting

@@ -482,10 +482,7 @@ _sq_override_run(void *ctx)
 			struct sq_job_s *job = _sq_queue_next(q);
 			if (job == NULL)
 				break;
-			_sq_drain_phase(q, SQ_DRAIN_TASK);
-			_sq_drain_pops(q, ++pops);
-			_sq_job_run(job);
-			_sq_drain_phase(q, SQ_DRAIN_LOOP);
+			_sq_drain_run(q, job, &pops);
 		}
 		_sq_drain_phase(q, SQ_DRAIN_IDLE);
 		_sq_frame_pop(&frame);
@@ -938,10 +935,7 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 		struct sq_job_s *job = _sq_queue_next(q);
 		if (job == NULL)
 			break;
-		_sq_drain_phase(q, SQ_DRAIN_TASK);
-		_sq_drain_pops(q, ++pops);
-		_sq_job_run(job);
-		_sq_drain_phase(q, SQ_DRAIN_LOOP);
+		_sq_drain_run(q, job, &pops);
 		ran++;
 		if (budget && (ran >= budget || _sq_pool_higher_waiting() ||
 				__atomic_load_n(&q->override_root,
@@ -951,7 +945,7 @@ _sq_queue_drain(struct sq_queue_s *q, unsigned budget)
 			 * loop's next turn for the main queue), still
 			 * ENQUEUED, with the drainer's reference; and
 			 * precedence: work of a higher class than the
-			 * queue's waits (pool.c, "Precedence"). */
+			 * queue's waits (pool_class.c, "Precedence"). */
 			_sq_drain_phase(q, SQ_DRAIN_IDLE);
 			_sq_frame_pop(&frame);
 			if (q->type == SQ_QUEUE_TYPE_MAIN) {

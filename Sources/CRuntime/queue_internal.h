@@ -304,6 +304,17 @@ SQ_INTERNAL void _sq_queue_push(struct sq_queue_s *q, struct sq_job_s *job);
 /* Runs a job: a continuation is invoked, a queue drained. */
 SQ_INTERNAL void _sq_job_run(struct sq_job_s *job);
 
+/* Runs a job that q's drainer popped, with the drain marks around it
+ * (`pops` counts the drain's pops). */
+static inline void
+_sq_drain_run(struct sq_queue_s *q, struct sq_job_s *job, uint32_t *pops)
+{
+	_sq_drain_phase(q, SQ_DRAIN_TASK);
+	_sq_drain_pops(q, ++*pops);
+	_sq_job_run(job);
+	_sq_drain_phase(q, SQ_DRAIN_LOOP);
+}
+
 /* Submits func(ctx) to q as a member of group g (already entered): the
  * continuation leaves the group after the function returns. */
 struct sq_group_s;

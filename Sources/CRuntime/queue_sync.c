@@ -502,10 +502,7 @@ _sq_sync_take_over(struct sq_queue_s *top, struct sq_sync_cont_s *sc)
 		struct sq_job_s *job = _sq_queue_next(top);
 		if (job == NULL)
 			break;
-		_sq_drain_phase(top, SQ_DRAIN_TASK);
-		_sq_drain_pops(top, ++pops);
-		_sq_job_run(job);
-		_sq_drain_phase(top, SQ_DRAIN_LOOP);
+		_sq_drain_run(top, job, &pops);
 	}
 	_sq_drain_phase(top, SQ_DRAIN_IDLE);
 	_sq_frame_pop(&frame);

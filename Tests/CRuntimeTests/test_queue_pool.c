@@ -197,7 +197,7 @@ test_priorities(void)
 
 	/* Occupy every worker, with work of the highest class: gates of a
 	 * lower one would let the HIGH work below start a worker beyond the
-	 * width at once ("Room for a higher class", pool.c), which then
+	 * width at once ("Room for a higher class", pool_class.c), which then
 	 * runs whatever is queued while the rest is still being submitted. */
 	sq_queue_t top = sq_get_global_queue(SQ_QOS_CLASS_USER_INTERACTIVE, 0);
 	for (int i = 0; i < ncpu; i++)

@@ -1,0 +1,320 @@
+/*
+ * SwiftQueues — the worker pool by QoS class: precedence (which waiting
+ * job a worker takes), room for a higher class (a worker beyond the width
+ * when every worker runs lower work), and the classes' CPU priorities.
+ * The run queues and the worker loop that call these are in pool.c;
+ * pool_internal.h holds what they share.
+ */
+#include "pool_internal.h"
+
+#include <sched.h>
+#include <sys/resource.h>
+
+/* The classes' nice values, relative to the program's. */
+#define SQ_INTERACTIVE_NICE (-8)
+#define SQ_INITIATED_NICE (-4)
+#define SQ_UTILITY_NICE 4
+#define SQ_BACKGROUND_NICE 10
+
+static sq_once_t _sq_nice_probe_once;
+
+/* ---- Precedence ----------------------------------------------------------
+ *
+ * A worker takes the highest-class job that waits where it may take it:
+ * root queues, its own ring, other workers' rings. A root queue is one
+ * class. A ring holds one class at a time: its owner sets `ring_root`
+ * when it pushes to an empty ring, and moves the ring's entries to their
+ * root queues before it pushes a job of another class (_sq_pool_push),
+ * so a look at `ring_root` tells another worker what a ring holds.
+ * `ring_mask` sums the rings up: bit r is set by whoever pushes a root-r
+ * job to a ring (a load first, so the common case writes nothing), and
+ * cleared by a worker that looked for root-r work in the rings and found
+ * none; it then looks once more and sets the bit back if a ring has some
+ * (the pusher's store of its tail and load of the mask, and the
+ * clearer's clear and load of the tails, are seq-cst: one sees the
+ * other). A stale bit costs a look; a missed one only lets a lower job
+ * go first once, since the rings are looked at after the roots in any
+ * case. The owner's next-job slot yields too: a slot job of a lower
+ * class than queued work goes to the normal path first, and a job of a
+ * higher class than the worker's own never goes to its slot.
+ *
+ * Aging: one look in 16 starts with LOW (UTILITY) and one in 64 with
+ * BACKGROUND, so they advance even under a flood of higher work.
+ */
+
+bool
+_sq_pool_higher_waiting(void)
+{
+	struct sq_worker_s *w = _sq_self;
+	return w != NULL && w->root > 0 && _sq_best_waiting(w->root) < w->root;
+}
+
+/* Whether any ring but self's holds root r's jobs. Seq-cst loads: after
+ * the clear of the mask bit (see above). */
+static bool
+_sq_rings_hold(struct sq_worker_s *self, int r)
+{
+	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_SEQ_CST);
+	for (int32_t i = 0; i < slots; i++) {
+		struct sq_worker_s *v = &_sq_pool.workers[i];
+		if (v != self && __atomic_load_n(&v->ring_root,
+				__ATOMIC_SEQ_CST) == r &&
+				!_sq_ring_empty(&v->ring))
+			return true;
+	}
+	return false;
+}
+
+/* A job of class r: from its root queue, else from a ring that holds it
+ * (when the mask says one may). */
+static struct sq_job_s *
+_sq_take_root(struct sq_worker_s *self, int r, int *root)
+{
+	struct sq_job_s *job = _sq_root_pop(r);
+	if (job) {
+		*root = r;
+		return job;
+	}
+	if (!(__atomic_load_n(&_sq_pool.ring_mask, __ATOMIC_RELAXED) &
+			(1u << r)) || self == NULL)
+		return NULL;
+	if ((job = _sq_steal(self, r, root)))
+		return job;
+	/* None found: clear the bit, then look again (see above). Our own
+	 * ring does not count: the caller looks at it itself. */
+	__atomic_fetch_and(&_sq_pool.ring_mask, ~(1u << r), __ATOMIC_SEQ_CST);
+	if (_sq_rings_hold(self, r) || (!_sq_ring_empty(&self->ring) &&
+			self->ring_root == r))
+		_sq_ring_mask_set(r);
+	return _sq_steal(self, r, root);
+}
+
+/* Takes by class, highest first, with aging; self's own ring counts as
+ * its `ring_root` class (NULL self: roots only). */
+struct sq_job_s *
+_sq_take_by_class(struct sq_worker_s *self, int *root)
+{
+	uint32_t c = __atomic_fetch_add(&_sq_pool.pop_counter, 1,
+			__ATOMIC_RELAXED);
+	int first = -1;
+	if (c % 64 == 63)
+		first = SQ_ROOT_BACKGROUND;
+	else if (c % 16 == 15)
+		first = SQ_ROOT_LOW;
+	struct sq_job_s *job;
+	if (first >= 0 && (job = _sq_take_root(self, first, root)))
+		return job;
+	int own = self != NULL && !_sq_ring_empty(&self->ring) ?
+			self->ring_root : SQ_ROOT_COUNT;
+	for (int r = 0; r < SQ_ROOT_COUNT; r++) {
+		if (r == own) {
+			uintptr_t entry = _sq_ring_pop(&self->ring);
+			if (entry)
+				return _sq_entry_job(entry, root);
+		}
+		if ((job = _sq_take_root(self, r, root)))
+			return job;
+	}
+	return NULL;
+}
+
+/* A job from another worker's ring: one that holds class r's jobs, or
+ * any (r == SQ_ROOT_COUNT). Starts at a different worker each look. */
+struct sq_job_s *
+_sq_steal(struct sq_worker_s *self, int r, int *root)
+{
+	uint32_t slots = (uint32_t)__atomic_load_n(&_sq_pool.slots,
+			__ATOMIC_ACQUIRE);
+	uint32_t start = self->tick * 2654435761u;
+	for (uint32_t k = 0; k < slots; k++) {
+		struct sq_worker_s *v = &_sq_pool.workers[(start + k) % slots];
+		if (v == self || (r < SQ_ROOT_COUNT && (__atomic_load_n(
+				&v->ring_root, __ATOMIC_RELAXED) != r ||
+				_sq_ring_empty(&v->ring))) ||
+				__atomic_load_n(&v->slot_state,
+				__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE)
+			continue;
+		uintptr_t entry = _sq_ring_pop(&v->ring);
+		if (entry)
+			return _sq_entry_job(entry, root);
+	}
+	return NULL;
+}
+
+/* ---- Room for a higher class -------------------------------------------
+ *
+ * Precedence orders waiting work; it cannot stop a job that runs. When
+ * every worker runs lower work and a job of class r arrives, r would wait
+ * for the end of a lower job. So the width is counted per class: while
+ * fewer than `width` workers run work of class r or higher and some run
+ * lower work, a job of class r may start a worker beyond the width (up to
+ * the thread cap). The system's scheduler then runs it first: workers of
+ * the lower classes run at a lower CPU priority (_sq_worker_set_class_nice).
+ * The extra worker retires after idling, like any worker beyond the
+ * width.
+ */
+
+/* Whether a job of class r may start a worker beyond the width (relaxed
+ * counts: a hint; a wrong guess costs a thread or a wait for a job's
+ * end, as before this rule). */
+bool
+_sq_pool_class_room(int r)
+{
+	if (r >= SQ_ROOT_BACKGROUND)
+		return false;
+	int32_t high = 0, low = 0;
+	for (int i = 0; i < SQ_ROOT_COUNT; i++) {
+		int32_t n = __atomic_load_n(&_sq_pool.busy[i],
+				__ATOMIC_RELAXED);
+		if (i <= r)
+			high += n;
+		else
+			low += n;
+	}
+	return low > 0 && high < _sq_pool.width &&
+			__atomic_load_n(&_sq_pool.live, __ATOMIC_RELAXED) <
+			_sq_pool.max_threads;
+}
+
+/* ---- CPU priorities ------------------------------------------------------ */
+
+/* A class's nice value, relative to the program's: GCD's scheduling
+ * tiers on Darwin put the classes above DEFAULT ahead of it and the ones
+ * below after it. Below the program's value only where the process may
+ * (the probe below); the program's own otherwise. */
+static const int _sq_class_nice_offsets[SQ_ROOT_COUNT] = {
+	SQ_INTERACTIVE_NICE, SQ_INITIATED_NICE, 0, SQ_UTILITY_NICE,
+	SQ_BACKGROUND_NICE,
+};
+
+static int
+_sq_class_nice(int root)
+{
+	int offset = _sq_class_nice_offsets[root];
+	if (offset < 0 && !_sq_pool.nice_raise)
+		offset = 0;
+	int nice = _sq_pool.base_nice + offset;
+	return nice > 19 ? 19 : nice < -20 ? -20 : nice;
+}
+
+static int
+_sq_background_nice(void)
+{
+	return _sq_class_nice(SQ_ROOT_BACKGROUND);
+}
+
+static void *
+_sq_nice_probe_thread(void *unused)
+{
+	/* A thread of its own, since a refused way back would leave it
+	 * niced for good. Lowering the nice value needs CAP_SYS_NICE (in
+	 * the initial user namespace) or a high enough RLIMIT_NICE; trying
+	 * is the only sure test. Upwards first: a thread that lowered its
+	 * own priority to try could wait long for a CPU before it came back
+	 * (under SCHED_IDLE, hundreds of milliseconds on a busy machine),
+	 * and the worker that asked waits for it. One step above the
+	 * program's value allows the way back from any lower one, and from
+	 * SCHED_IDLE (a nice value within RLIMIT_NICE's range). */
+	id_t tid = (id_t)gettid();
+	int base = _sq_pool.base_nice;
+	bool ok;
+	if (base > -20)
+		ok = setpriority(PRIO_PROCESS, tid, base - 1) == 0 &&
+				setpriority(PRIO_PROCESS, tid, base) == 0;
+	else
+		ok = setpriority(PRIO_PROCESS, tid, _sq_background_nice()) ==
+				0 && setpriority(PRIO_PROCESS, tid, base) == 0;
+	/* And whether it may go as far as the highest class's value. */
+	int high = base + SQ_INTERACTIVE_NICE;
+	_sq_pool.nice_raise = ok && high >= -20 &&
+			setpriority(PRIO_PROCESS, tid, high) == 0 &&
+			setpriority(PRIO_PROCESS, tid, base) == 0;
+	_sq_pool.sched_idle_ok = ok;
+	return ok ? (void *)1 : NULL;
+}
+
+static void
+_sq_nice_probe(void *unused)
+{
+	pthread_t thread;
+	void *result = NULL;
+	/* No thread to spare: BACKGROUND work is simply not niced. */
+	if (pthread_create(&thread, NULL, _sq_nice_probe_thread, NULL) == 0)
+		pthread_join(thread, &result);
+	_sq_pool.nice_reversible = result != NULL;
+}
+
+/* Whether workers may nice themselves for BACKGROUND work: only if they
+ * can come back. Otherwise a worker that ran one BACKGROUND job would run
+ * everything after it at nice 10, at a tenth of a contended CPU's share:
+ * with SQ_WORKERS=1 the whole program. */
+static bool
+_sq_nice_reversible(void)
+{
+	sq_once_f(&_sq_nice_probe_once, NULL, _sq_nice_probe);
+	return _sq_pool.nice_reversible;
+}
+
+/* Each class at its own CPU priority (_sq_class_nice) when the process
+ * may go back and forth (see _sq_nice_reversible); the program's
+ * otherwise. The probe runs before the first look at the class's value
+ * (it fills in `nice_raise`). */
+void
+_sq_worker_set_class_nice(struct sq_worker_s *w, int root)
+{
+	if (w->nice == _sq_pool.base_nice && !w->sched_idle &&
+			root == SQ_ROOT_DEFAULT)
+		return;
+	bool reversible = _sq_nice_reversible();
+	int nice = reversible ? _sq_class_nice(root) : _sq_pool.base_nice;
+	if (nice != w->nice && setpriority(PRIO_PROCESS, (id_t)w->tid,
+			nice) == 0)
+		w->nice = nice;
+	/* With SQ_BACKGROUND_IDLE=1, BACKGROUND also under SCHED_IDLE where
+	 * the process may come back from it: the scheduler then gives it
+	 * only what nothing else wants (a weight of 3 against a nice-0
+	 * thread's 1024), and preempts it at once for anything else. Not by
+	 * default: work that a higher class waits for without an override
+	 * (a semaphore, a Swift task awaited at a higher priority, which
+	 * Swift's runtime on Linux does not report) then starves while the
+	 * higher classes keep the CPUs busy: 0.9-1.9 s instead of 34-67 ms
+	 * for 20 ms of such work in the Swift inversion row. */
+	bool idle = root == SQ_ROOT_BACKGROUND && reversible &&
+			_sq_pool.background_idle && _sq_pool.sched_idle_ok;
+	if (idle != w->sched_idle) {
+		struct sched_param param = { 0 };
+		if (sched_setscheduler(w->tid, idle ? SCHED_IDLE : SCHED_OTHER,
+				&param) == 0)
+			w->sched_idle = idle;
+	}
+}
+
+/* A worker that ran lower work at a higher nice value, about to look for
+ * its next job while higher work waits, takes that class's value first:
+ * looking and taking at the low value, it could wait for a CPU for
+ * milliseconds holding a higher job (a concurrent queue's drain, whose
+ * tasks nobody else sees meanwhile). */
+void
+_sq_worker_before_look(struct sq_worker_s *w)
+{
+	if (SQ_LIKELY(w->nice <= _sq_pool.base_nice) || w->root == 0)
+		return;
+	int best = _sq_best_waiting(w->root);
+	if (best < w->root)
+		_sq_worker_set_class_nice(w, best);
+}
+
+/* ---- The calling thread's class ----------------------------------------- */
+
+int
+_sq_thread_root(void)
+{
+	struct sq_worker_s *w = _sq_self;
+	return w != NULL ? w->root : SQ_ROOT_DEFAULT;
+}
+
+sq_qos_class_t
+sq_qos_class_self(void)
+{
+	return _sq_root_qos(_sq_thread_root());
+}
