@@ -245,7 +245,7 @@ static bool
 _sq_queue_is_static(const struct sq_queue_s *q)
 {
 	return q == &_sq_main_queue || (q >= &_sq_root_queues[0] &&
-			q < &_sq_root_queues[SQ_ROOT_COUNT]);
+			q < &_sq_root_queues[2 * SQ_ROOT_COUNT]);
 }
 
 bool

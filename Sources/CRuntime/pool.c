@@ -367,6 +367,20 @@ int
 _sq_thread_create(const pthread_attr_t *attr, void *(*main)(void *),
 		void *arg)
 {
+	/* A thread inherits its creator's nice value, policy and I/O
+	 * priority: a worker running lower work starts it at the program's
+	 * (pool_class.c). */
+	struct sq_worker_s *w = _sq_self;
+	if (SQ_UNLIKELY(w != NULL && (w->nice != _sq_pool.base_nice ||
+			w->sched_idle || w->io_idle)))
+		return _sq_thread_create_at_base(w, attr, main, arg);
+	return _sq_thread_create_here(attr, main, arg);
+}
+
+int
+_sq_thread_create_here(const pthread_attr_t *attr, void *(*main)(void *),
+		void *arg)
+{
 	sigset_t mask, old;
 	sigfillset(&mask);
 	static const int faults[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP,
@@ -426,9 +440,12 @@ _sq_pool_spawn_err(bool force)
 	}
 	if (w) {
 		w->searching = true;
-		w->parked = 0;
+		/* Atomic: the monitor may still look at the slot's previous
+		 * worker's words (a slot is reused once its worker left). */
+		__atomic_store_n(&w->parked, 0, __ATOMIC_RELAXED);
 		w->leave = false;
 		w->root = SQ_ROOT_DEFAULT;
+		w->bound = 0;
 		w->busy_root = SQ_ROOT_COUNT;
 		/* Atomic: a thief may still look at the slot's previous
 		 * worker's word (it skips a slot that is not LIVE). */
@@ -624,6 +641,16 @@ _sq_pool_notify_root(int root)
 	_sq_monitor_kick();
 }
 
+/* Queues a job on its root queue (no notification). */
+static void
+_sq_root_push(int r, struct sq_job_s *job)
+{
+	job->link.next = NULL;
+	/* A full barrier (an atomic exchange). */
+	cds_wfcq_enqueue(&_sq_pool.roots[r].head, &_sq_pool.roots[r].tail,
+			&job->link);
+}
+
 /* Moves the entries of w's ring (w is the caller) to their root queues,
  * oldest first, where every worker sees them. */
 static void
@@ -674,6 +701,35 @@ _sq_pool_push(int root, struct sq_job_s *job)
 		cds_wfcq_enqueue(&rq->head, &rq->tail, &job->link);
 	}
 	SQ_CHAOS_POINT();
+	_sq_pool_notify_root(root);
+}
+
+/* A job from an overcommit root queue (sq_get_global_queue): it gets a
+ * looker of its own, whatever else is searching, an idle worker or a new
+ * one beyond the width (up to the cap), as libdispatch's overcommit queues
+ * start a thread when none is idle. The job goes to its root queue, never
+ * a ring or a slot: the worker that queued it may go on running. A new
+ * worker beyond the width retires after idling, like any extra one. */
+void
+_sq_pool_push_overcommit(int root, struct sq_job_s *job)
+{
+	_sq_pool_init();
+	_sq_tsan_release(job); /* after our last plain write to the job */
+	_sq_root_push(root, job);
+	SQ_CHAOS_POINT();
+	/* Counted as a searcher first, as _sq_pool_notify_root counts the
+	 * worker it wakes or starts (seq-cst, after the enqueue). */
+	__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+	struct sq_worker_s *w = _sq_idle_pop();
+	if (w != NULL) {
+		_sq_worker_wake(w);
+		return;
+	}
+	if (_sq_pool_spawn_err(false) == 0)
+		return;
+	/* No thread: the ordinary path, which leaves the job to a worker
+	 * that looks when its own job ends, and to the monitor. */
+	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
 	_sq_pool_notify_root(root);
 }
 
@@ -810,6 +866,76 @@ _sq_find_work(struct sq_worker_s *w, int *root, bool *handoff)
 	}
 	/* Last, the others' slots, as their guard. */
 	return _sq_next_guard(w, root);
+}
+
+/* ---- Bound workers -------------------------------------------------------
+ *
+ * In a process that may not lower a thread's nice value again, a worker
+ * that ran work of a class below DEFAULT stays at that class's value
+ * (`bound`, pool_class.c). It takes only what it may run: its next-job
+ * slot (which gets no job of a higher class than the one it runs), its
+ * ring, and the root queues and rings of its classes. It never searches
+ * or parks, so wake-ups, which go to searchers and idle workers, never go
+ * to a thread that may not run the work. When none of its work is left,
+ * or higher work waits (which it may not run), it gives its thread back
+ * the way an idle extra worker retires, after moving its queued entries
+ * to the root queues; a worker at the program's value takes its place
+ * when work needs one.
+ */
+
+static struct sq_job_s *
+_sq_find_bound_work(struct sq_worker_s *w, int *root, bool *handoff)
+{
+	*handoff = false;
+	if (_sq_worker_bound_should_leave(w))
+		return NULL;
+	struct sq_job_s *job = _sq_next_take(w, root);
+	if (job != NULL) {
+		if (*root >= w->bound) {
+			*handoff = true;
+			return job;
+		}
+		/* Not its class (it cannot be, see above): to the roots. */
+		_sq_root_push(*root, job);
+	}
+	return _sq_take_by_class(w, root);
+}
+
+/* Gives a bound worker's thread back. Returns false if it must stay (the
+ * pool's last worker, with no thread to start in its place): it is then
+ * an ordinary worker at its lower CPU priority. */
+static bool
+_sq_worker_leave_bound(struct sq_worker_s *w)
+{
+	_sq_worker_count_class(w, SQ_ROOT_COUNT);
+	uintptr_t e = __atomic_exchange_n(&w->next, 0, __ATOMIC_ACQ_REL);
+	if (e != 0) {
+		int r;
+		struct sq_job_s *job = _sq_entry_job(e, &r);
+		_sq_root_push(r, job);
+	}
+	_sq_ring_flush(w);
+	__atomic_sub_fetch(&_sq_pool.live, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&_sq_pool.live, __ATOMIC_SEQ_CST) == 0) {
+		/* The last worker: one in its place first (its slot counts
+		 * against the cap no more). A new worker starts as a
+		 * searcher: counted here, as _sq_pool_notify_root counts the
+		 * one it starts. */
+		__atomic_add_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
+		if (_sq_pool_spawn_err(true) != 0) {
+			__atomic_sub_fetch(&_sq_pool.searching, 1,
+					__ATOMIC_SEQ_CST);
+			__atomic_add_fetch(&_sq_pool.live, 1, __ATOMIC_SEQ_CST);
+			w->bound = 0;
+			return false;
+		}
+	}
+	SQ_POOL_EVENT(SQ_TRACE_PARK, w, 0);
+	/* Seq-cst, after leaving `live`: a submitter that saw us counted may
+	 * have woken nobody; we see its job and pass it on. */
+	if (_sq_pool_has_work())
+		_sq_pool_notify();
+	return true;
 }
 
 /* Names the thread after the queue it runs (first 15 characters); the
@@ -1042,13 +1168,15 @@ _sq_worker_main(void *arg)
 	_sq_self = w;
 	_sq_lock_sleep_flag = &w->lock_sleep;
 	_sq_trace_set_role(SQ_ROLE_WORKER, (int)(w - _sq_pool.workers));
-	w->tid = gettid();
+	/* Relaxed atomic: the monitor reads it for any slot it looks at. */
+	__atomic_store_n(&w->tid, gettid(), __ATOMIC_RELAXED);
 	/* A worker started by a niced one inherits its nice value. */
 	errno = 0;
 	int nice = getpriority(PRIO_PROCESS, (id_t)w->tid);
 	w->nice = errno == 0 ? nice : _sq_pool.base_nice;
 	/* And its scheduling policy. */
 	w->sched_idle = sched_getscheduler(0) == SCHED_IDLE;
+	w->io_idle = _sq_thread_io_idle();
 	w->name[0] = '\0';
 	_sq_worker_set_name(w, "sq.worker");
 	/* The precise timers' runner sleeps until just before a deadline
@@ -1058,7 +1186,16 @@ _sq_worker_main(void *arg)
 	for (;;) {
 		int root = SQ_ROOT_DEFAULT;
 		bool handoff;
-		struct sq_job_s *job = _sq_find_work(w, &root, &handoff);
+		struct sq_job_s *job;
+		if (SQ_UNLIKELY(w->bound != 0)) {
+			job = _sq_find_bound_work(w, &root, &handoff);
+			if (job == NULL && _sq_worker_leave_bound(w))
+				break;
+			if (job == NULL)
+				continue; /* unbound now: an ordinary worker */
+		} else {
+			job = _sq_find_work(w, &root, &handoff);
+		}
 		if (job) {
 			SQ_CHAOS_POINT();
 			if (w->searching)
@@ -1289,6 +1426,7 @@ void
 _sq_pool_atfork_child(void)
 {
 	memset(&_sq_pool, 0, sizeof(_sq_pool));
+	_sq_pool_class_atfork_child();
 	_sq_pool_once = 0;
 	_sq_self = NULL;
 	_sq_lock_sleep_flag = NULL;

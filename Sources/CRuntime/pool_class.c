@@ -9,6 +9,8 @@
 
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* The classes' nice values, relative to the program's. */
 #define SQ_INTERACTIVE_NICE (-8)
@@ -17,6 +19,8 @@
 #define SQ_BACKGROUND_NICE 10
 
 static sq_once_t _sq_nice_probe_once;
+
+static bool _sq_spawner_ensure(void);
 
 /* ---- Precedence ----------------------------------------------------------
  *
@@ -45,6 +49,8 @@ static sq_once_t _sq_nice_probe_once;
 bool
 _sq_pool_higher_waiting(void)
 {
+	/* A bound worker yields too: it then leaves the pool, making room
+	 * for a worker that may run that work (pool.c, "Bound workers"). */
 	struct sq_worker_s *w = _sq_self;
 	return w != NULL && w->root > 0 && _sq_best_waiting(w->root) < w->root;
 }
@@ -101,12 +107,14 @@ _sq_take_by_class(struct sq_worker_s *self, int *root)
 		first = SQ_ROOT_BACKGROUND;
 	else if (c % 16 == 15)
 		first = SQ_ROOT_LOW;
+	/* A bound worker takes only the classes its thread may run. */
+	int top = self != NULL ? self->bound : 0;
 	struct sq_job_s *job;
-	if (first >= 0 && (job = _sq_take_root(self, first, root)))
+	if (first >= top && (job = _sq_take_root(self, first, root)))
 		return job;
 	int own = self != NULL && !_sq_ring_empty(&self->ring) ?
 			self->ring_root : SQ_ROOT_COUNT;
-	for (int r = 0; r < SQ_ROOT_COUNT; r++) {
+	for (int r = top; r < SQ_ROOT_COUNT; r++) {
 		if (r == own) {
 			uintptr_t entry = _sq_ring_pop(&self->ring);
 			if (entry)
@@ -255,23 +263,71 @@ _sq_nice_reversible(void)
 	return _sq_pool.nice_reversible;
 }
 
+/* BACKGROUND work at the idle I/O priority: its reads and writes get the
+ * disk only when no one else wants it. Any thread may move itself between
+ * the idle class and the default (IOPRIO_CLASS_NONE: derived from the
+ * nice value), privileged or not, so this follows each job's class. */
+#define SQ_IOPRIO_CLASS_SHIFT 13
+#define SQ_IOPRIO_CLASS_IDLE 3
+#define SQ_IOPRIO_WHO_PROCESS 1
+
+static bool
+_sq_set_io_idle(pid_t tid, bool idle)
+{
+	int prio = idle ? SQ_IOPRIO_CLASS_IDLE << SQ_IOPRIO_CLASS_SHIFT : 0;
+	return syscall(SYS_ioprio_set, SQ_IOPRIO_WHO_PROCESS, (int)tid,
+			prio) == 0;
+}
+
+bool
+_sq_thread_io_idle(void)
+{
+	long prio = syscall(SYS_ioprio_get, SQ_IOPRIO_WHO_PROCESS, 0);
+	return prio >= 0 &&
+			(prio >> SQ_IOPRIO_CLASS_SHIFT) == SQ_IOPRIO_CLASS_IDLE;
+}
+
+static void
+_sq_worker_set_class_io(struct sq_worker_s *w, int root)
+{
+	bool idle = root == SQ_ROOT_BACKGROUND;
+	if (idle != w->io_idle && _sq_set_io_idle(w->tid, idle))
+		w->io_idle = idle;
+}
+
 /* Each class at its own CPU priority (_sq_class_nice) when the process
- * may go back and forth (see _sq_nice_reversible); the program's
- * otherwise. The probe runs before the first look at the class's value
- * (it fills in `nice_raise`). */
+ * may go back and forth (see _sq_nice_reversible). Otherwise a thread may
+ * still lower its own priority, once: a worker about to run work of a
+ * class below DEFAULT takes that class's nice value and is bound to it
+ * from then on (`bound`): it takes only work of that class or lower, and
+ * leaves the pool once none is left (pool.c, _sq_worker_main), while
+ * workers at the program's value run everything else. The probe runs
+ * before the first look at the class's value (it fills in `nice_raise`). */
 void
 _sq_worker_set_class_nice(struct sq_worker_s *w, int root)
 {
+	_sq_worker_set_class_io(w, root);
 	if (w->nice == _sq_pool.base_nice && !w->sched_idle &&
 			root == SQ_ROOT_DEFAULT)
 		return;
 	bool reversible = _sq_nice_reversible();
-	int nice = reversible ? _sq_class_nice(root) : _sq_pool.base_nice;
+	int nice;
+	if (reversible)
+		nice = _sq_class_nice(root);
+	else if (root > SQ_ROOT_DEFAULT && root > w->bound &&
+			_sq_spawner_ensure())
+		nice = _sq_class_nice(root);
+	else
+		nice = w->nice; /* DEFAULT and above: as it is */
 	if (nice != w->nice && setpriority(PRIO_PROCESS, (id_t)w->tid,
-			nice) == 0)
+			nice) == 0) {
 		w->nice = nice;
+		if (!reversible)
+			w->bound = (uint8_t)root;
+	}
 	/* With SQ_BACKGROUND_IDLE=1, BACKGROUND also under SCHED_IDLE where
-	 * the process may come back from it: the scheduler then gives it
+	 * the process may come back from it, or where its thread is bound to
+	 * BACKGROUND: the scheduler then gives it
 	 * only what nothing else wants (a weight of 3 against a nice-0
 	 * thread's 1024), and preempts it at once for anything else. Not by
 	 * default: work that a higher class waits for without an override
@@ -279,9 +335,10 @@ _sq_worker_set_class_nice(struct sq_worker_s *w, int root)
 	 * Swift's runtime on Linux does not report) then starves while the
 	 * higher classes keep the CPUs busy: 0.9-1.9 s instead of 34-67 ms
 	 * for 20 ms of such work in the Swift inversion row. */
-	bool idle = root == SQ_ROOT_BACKGROUND && reversible &&
-			_sq_pool.background_idle && _sq_pool.sched_idle_ok;
-	if (idle != w->sched_idle) {
+	bool idle = root == SQ_ROOT_BACKGROUND && _sq_pool.background_idle &&
+			(reversible ? _sq_pool.sched_idle_ok :
+			w->bound == SQ_ROOT_BACKGROUND);
+	if (idle != w->sched_idle && (reversible || idle)) {
 		struct sched_param param = { 0 };
 		if (sched_setscheduler(w->tid, idle ? SCHED_IDLE : SCHED_OTHER,
 				&param) == 0)
@@ -297,11 +354,140 @@ _sq_worker_set_class_nice(struct sq_worker_s *w, int root)
 void
 _sq_worker_before_look(struct sq_worker_s *w)
 {
-	if (SQ_LIKELY(w->nice <= _sq_pool.base_nice) || w->root == 0)
+	if (SQ_LIKELY(w->nice <= _sq_pool.base_nice) || w->root == 0 ||
+			w->bound != 0)
 		return;
 	int best = _sq_best_waiting(w->root);
 	if (best < w->root)
 		_sq_worker_set_class_nice(w, best);
+}
+
+/* Whether a bound worker should give its thread back although work of its
+ * classes waits: higher work waits, which it may not run. Taking more of
+ * its own would keep a CPU's share from that work (a nice value of 4 is
+ * still 40% of a contended CPU against the program's), and at the cap
+ * the thread the higher work needs. */
+bool
+_sq_worker_bound_should_leave(struct sq_worker_s *w)
+{
+	return _sq_best_waiting(w->bound) < w->bound;
+}
+
+/* ---- Threads at the program's priority ----------------------------------
+ *
+ * A new thread inherits its creator's nice value, scheduling policy and
+ * I/O priority. A worker running lower work that starts a thread (another
+ * worker, the monitor, the event loop's manager, an I/O thread) must not
+ * hand its class on. Where the process may go back and forth, the creator
+ * takes the program's values for the creation. Where it may not, a bound
+ * worker asks the spawner: a thread started at the program's values (by
+ * the first worker about to bind itself, before it does) that creates
+ * threads for it. The spawner answers in microseconds, and is asked only
+ * by bound workers.
+ */
+
+struct sq_spawn_request {
+	const pthread_attr_t *attr;
+	void *(*main)(void *);
+	void *arg;
+	int err;
+	bool done;
+};
+
+static pthread_mutex_t _sq_spawner_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t _sq_spawner_cond = PTHREAD_COND_INITIALIZER;
+static struct sq_spawn_request *_sq_spawner_request; /* under the lock */
+static bool _sq_spawner_running;                     /* under the lock */
+
+static void *
+_sq_spawner_main(void *unused)
+{
+	pthread_setname_np(pthread_self(), "sq.spawner");
+	pthread_mutex_lock(&_sq_spawner_lock);
+	for (;;) {
+		while (_sq_spawner_request == NULL || _sq_spawner_request->done)
+			pthread_cond_wait(&_sq_spawner_cond, &_sq_spawner_lock);
+		struct sq_spawn_request *req = _sq_spawner_request;
+		pthread_mutex_unlock(&_sq_spawner_lock);
+		int err = _sq_thread_create_here(req->attr, req->main,
+				req->arg);
+		pthread_mutex_lock(&_sq_spawner_lock);
+		req->err = err;
+		req->done = true;
+		pthread_cond_broadcast(&_sq_spawner_cond);
+	}
+	return NULL;
+}
+
+/* Whether the spawner runs, starting it if not (from a thread at the
+ * program's values: the caller, not yet bound). A refused thread is
+ * tried again at the next binding. */
+static bool
+_sq_spawner_ensure(void)
+{
+	if (__atomic_load_n(&_sq_spawner_running, __ATOMIC_ACQUIRE))
+		return true;
+	pthread_mutex_lock(&_sq_spawner_lock);
+	if (!_sq_spawner_running && _sq_thread_create_here(
+			&_sq_pool.thread_attr, _sq_spawner_main, NULL) == 0)
+		__atomic_store_n(&_sq_spawner_running, true, __ATOMIC_RELEASE);
+	bool running = _sq_spawner_running;
+	pthread_mutex_unlock(&_sq_spawner_lock);
+	return running;
+}
+
+int
+_sq_thread_create_at_base(struct sq_worker_s *w, const pthread_attr_t *attr,
+		void *(*main)(void *), void *arg)
+{
+	if (!_sq_pool.nice_reversible) {
+		if (!__atomic_load_n(&_sq_spawner_running, __ATOMIC_ACQUIRE))
+			return _sq_thread_create_here(attr, main, arg);
+		struct sq_spawn_request req = {
+			.attr = attr, .main = main, .arg = arg,
+		};
+		pthread_mutex_lock(&_sq_spawner_lock);
+		/* One request at a time: its requester takes it out. */
+		while (_sq_spawner_request != NULL)
+			pthread_cond_wait(&_sq_spawner_cond,
+					&_sq_spawner_lock);
+		_sq_spawner_request = &req;
+		pthread_cond_broadcast(&_sq_spawner_cond);
+		while (!req.done)
+			pthread_cond_wait(&_sq_spawner_cond,
+					&_sq_spawner_lock);
+		_sq_spawner_request = NULL;
+		pthread_cond_broadcast(&_sq_spawner_cond);
+		pthread_mutex_unlock(&_sq_spawner_lock);
+		return req.err;
+	}
+	/* Reversible: the program's values for the creation, then back. */
+	struct sched_param param = { 0 };
+	if (w->nice != _sq_pool.base_nice)
+		setpriority(PRIO_PROCESS, (id_t)w->tid, _sq_pool.base_nice);
+	if (w->sched_idle)
+		sched_setscheduler(w->tid, SCHED_OTHER, &param);
+	if (w->io_idle)
+		_sq_set_io_idle(w->tid, false);
+	int err = _sq_thread_create_here(attr, main, arg);
+	if (w->nice != _sq_pool.base_nice)
+		setpriority(PRIO_PROCESS, (id_t)w->tid, w->nice);
+	if (w->sched_idle)
+		sched_setscheduler(w->tid, SCHED_IDLE, &param);
+	if (w->io_idle)
+		_sq_set_io_idle(w->tid, true);
+	return err;
+}
+
+void
+_sq_pool_class_atfork_child(void)
+{
+	/* The spawner did not come along; its lock may have been held. */
+	pthread_mutex_init(&_sq_spawner_lock, NULL);
+	pthread_cond_init(&_sq_spawner_cond, NULL);
+	_sq_spawner_request = NULL;
+	_sq_spawner_running = false;
+	_sq_nice_probe_once = 0;
 }
 
 /* ---- The calling thread's class ----------------------------------------- */

@@ -52,6 +52,12 @@ struct sq_worker_s {
 	bool searching;      /* counted in _sq_pool.searching */
 	int nice;            /* its thread's nice value now */
 	bool sched_idle;     /* and whether it is under SCHED_IDLE */
+	bool io_idle;        /* and at the idle I/O priority */
+	/* The highest class its thread may still run (0: any). A process
+	 * that may not lower its threads' nice values again binds a thread
+	 * to the lower class it niced it for (see "CPU priorities",
+	 * pool_class.c). Owner only. */
+	uint8_t bound;
 	bool on_idle_list;   /* under the idle lock */
 	bool leave;          /* asked to give its thread back (pool.c) */
 	/* The root index of every entry in the ring: the owner sets it when
@@ -335,6 +341,12 @@ SQ_INTERNAL bool _sq_pool_has_work(void);
 SQ_INTERNAL struct sq_worker_s *_sq_idle_pop(void);
 SQ_INTERNAL int _sq_thread_create(const pthread_attr_t *attr,
 		void *(*main)(void *), void *arg);
+SQ_INTERNAL int _sq_thread_create_here(const pthread_attr_t *attr,
+		void *(*main)(void *), void *arg);
+SQ_INTERNAL int _sq_thread_create_at_base(struct sq_worker_s *w,
+		const pthread_attr_t *attr, void *(*main)(void *), void *arg);
+SQ_INTERNAL bool _sq_thread_io_idle(void);
+SQ_INTERNAL void _sq_pool_class_atfork_child(void);
 SQ_INTERNAL bool _sq_pool_spawn(void);
 SQ_INTERNAL void _sq_worker_wake(struct sq_worker_s *w);
 SQ_INTERNAL void _sq_pool_notify(void);
@@ -350,6 +362,7 @@ SQ_INTERNAL struct sq_job_s *_sq_steal(struct sq_worker_s *self, int r,
 SQ_INTERNAL bool _sq_pool_class_room(int r);
 SQ_INTERNAL void _sq_worker_set_class_nice(struct sq_worker_s *w, int root);
 SQ_INTERNAL void _sq_worker_before_look(struct sq_worker_s *w);
+SQ_INTERNAL bool _sq_worker_bound_should_leave(struct sq_worker_s *w);
 
 /* pool_slot.c: the owner takes its own slot's job; a searcher that found
  * nothing else guards the others' slots. */

@@ -65,7 +65,8 @@ static bool
 _sq_worker_runnable(struct sq_worker_s *w)
 {
 	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)w->tid);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat",
+			(int)__atomic_load_n(&w->tid, __ATOMIC_RELAXED));
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return true;

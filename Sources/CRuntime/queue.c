@@ -72,7 +72,9 @@ static const struct sq_vtable_s _sq_static_queue_vtable = {
 		.override_root = SQ_ROOT_NONE,                                 \
 	}
 
-struct sq_queue_s _sq_root_queues[SQ_ROOT_COUNT] = {
+/* The five root queues, then their overcommit twins (same class and run
+ * queue; a job queued through one gets a worker of its own). */
+struct sq_queue_s _sq_root_queues[2 * SQ_ROOT_COUNT] = {
 	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_INTERACTIVE,
 			"com.swiftqueues.root.user-interactive"),
 	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_HIGH,
@@ -83,6 +85,16 @@ struct sq_queue_s _sq_root_queues[SQ_ROOT_COUNT] = {
 			"com.swiftqueues.root.low"),
 	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_BACKGROUND,
 			"com.swiftqueues.root.background"),
+	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_INTERACTIVE,
+			"com.swiftqueues.root.user-interactive.overcommit"),
+	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_HIGH,
+			"com.swiftqueues.root.high.overcommit"),
+	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_DEFAULT,
+			"com.swiftqueues.root.default.overcommit"),
+	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_LOW,
+			"com.swiftqueues.root.low.overcommit"),
+	SQ_STATIC_QUEUE(SQ_QUEUE_TYPE_ROOT, SQ_ROOT_BACKGROUND,
+			"com.swiftqueues.root.background.overcommit"),
 };
 
 /* The main queue has tasks of its own: its wfcqueue starts empty (the
@@ -385,7 +397,8 @@ _sq_queue_enqueue_self(struct sq_queue_s *q)
 	/* The drainer's reference, dropped when it clears ENQUEUED. */
 	_sq_retain_internal(q);
 	struct sq_queue_s *t = _sq_queue_target(q);
-	if (_sq_queue_is_root(t) && _sq_queue_hand_off_here())
+	if (_sq_queue_is_root(t) && !_sq_root_is_overcommit(t) &&
+			_sq_queue_hand_off_here())
 		_sq_pool_push_next(_sq_job_root(&q->job, t->root_index),
 				&q->job);
 	else
@@ -590,7 +603,11 @@ void
 _sq_queue_push(struct sq_queue_s *q, struct sq_job_s *job)
 {
 	if (_sq_queue_is_root(q)) {
-		_sq_pool_push(_sq_job_root(job, q->root_index), job);
+		if (SQ_UNLIKELY(_sq_root_is_overcommit(q)))
+			_sq_pool_push_overcommit(_sq_job_root(job,
+					q->root_index), job);
+		else
+			_sq_pool_push(_sq_job_root(job, q->root_index), job);
 		return;
 	}
 	/*
@@ -1156,10 +1173,11 @@ sq_barrier_async_f(sq_queue_t queue, void *context, sq_function_t function)
 sq_queue_t
 sq_get_global_queue(intptr_t priority, uintptr_t flags)
 {
+	int twin = flags & SQ_QUEUE_OVERCOMMIT ? SQ_ROOT_COUNT : 0;
 	int index = priority > 0 && priority <= UINT8_MAX ?
 			_sq_qos_root((unsigned)priority) : -1;
 	if (index >= 0)
-		return &_sq_root_queues[index];
+		return &_sq_root_queues[twin + index];
 	if (priority > SQ_QUEUE_PRIORITY_DEFAULT)
 		index = SQ_ROOT_HIGH;
 	else if (priority == SQ_QUEUE_PRIORITY_DEFAULT)
@@ -1168,7 +1186,7 @@ sq_get_global_queue(intptr_t priority, uintptr_t flags)
 		index = SQ_ROOT_LOW; /* nearer to LOW than to BACKGROUND */
 	else
 		index = SQ_ROOT_BACKGROUND;
-	return &_sq_root_queues[index];
+	return &_sq_root_queues[twin + index];
 }
 
 sq_queue_t

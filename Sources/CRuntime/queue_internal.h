@@ -278,13 +278,20 @@ SQ_INTERNAL extern const char *const _sq_root_qos_names[SQ_ROOT_COUNT];
 SQ_INTERNAL int _sq_qos_root(unsigned qos_class);
 SQ_INTERNAL unsigned _sq_root_qos(int root);
 
-SQ_INTERNAL extern struct sq_queue_s _sq_root_queues[SQ_ROOT_COUNT];
+SQ_INTERNAL extern struct sq_queue_s _sq_root_queues[2 * SQ_ROOT_COUNT];
 SQ_INTERNAL extern struct sq_queue_s _sq_main_queue;
 
 SQ_INLINE bool
 _sq_queue_is_root(const struct sq_queue_s *q)
 {
 	return q->type == SQ_QUEUE_TYPE_ROOT;
+}
+
+/* Whether root queue `q` is an overcommit one (sq_get_global_queue). */
+SQ_INLINE bool
+_sq_root_is_overcommit(const struct sq_queue_s *q)
+{
+	return q >= &_sq_root_queues[SQ_ROOT_COUNT];
 }
 
 /* Whether `q` runs one task at a time on its own. */
@@ -429,6 +436,7 @@ SQ_INTERNAL void _sq_pool_init(void);
 
 /* Submits a job to a root queue. */
 SQ_INTERNAL void _sq_pool_push(int root_index, struct sq_job_s *job);
+SQ_INTERNAL void _sq_pool_push_overcommit(int root_index, struct sq_job_s *job);
 /* The same from a job running on a worker: the job goes to that worker's
  * next-job slot, to run there when the current job returns
  * (pool_slot.c). */

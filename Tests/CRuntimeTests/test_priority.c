@@ -28,11 +28,13 @@
  * its blocks first.
  *
  * Each run is a child process at SQ_WORKERS = 1, 2, 4, 8, 16 (SQT_PRIO_WIDTHS
- * overrides), and width 4 again beside two busy-loop processes. A hang is
- * a failure (the child's alarm).
+ * overrides), and width 4 again beside two busy-loop processes; the whole
+ * matrix twice, the second time without the right to lower nice values.
+ * A hang is a failure (the child's alarm).
  */
 #define _GNU_SOURCE
 #include "sqtest.h"
+#include "nice_helpers.h"
 
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -167,7 +169,7 @@ start_busy_loop(pid_t parent)
 }
 
 static void
-run_one(enum form form, int width, bool contention)
+run_one(enum form form, int width, bool contention, bool unprivileged)
 {
 	memset(res, 0, sizeof(*res));
 	pid_t parent = getpid(), busy[2] = { 0, 0 };
@@ -180,6 +182,8 @@ run_one(enum form form, int width, bool contention)
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		alarm(60);
+		if (unprivileged && !sqt_drop_nice_privilege())
+			_exit(4);
 		char w[16];
 		snprintf(w, sizeof(w), "%d", width);
 		setenv("SQ_WORKERS", w, 1);
@@ -200,9 +204,10 @@ run_one(enum form form, int width, bool contention)
 	bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
 			sum == TOTAL && c[3] >= c[1] && c[0] <= c[2] &&
 			c[4] >= c[2] && c[2] >= c[0] && low <= bound;
-	printf("%-6s SQ_WORKERS=%-2d%s BG %2ld UT %2ld DEF %2ld UIN %2ld "
+	printf("%-6s SQ_WORKERS=%-2d%s%s BG %2ld UT %2ld DEF %2ld UIN %2ld "
 			"UI %2ld (low %ld, bound %ld)%s\n", form_names[form],
-			width, contention ? " busy" : "     ", c[0], c[1], c[2],
+			width, contention ? " busy" : "     ",
+			unprivileged ? " unprivileged" : "", c[0], c[1], c[2],
 			c[3], c[4], low, bound, ok ? "" : "  FAIL");
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	CHECK_EQ(sum, TOTAL);
@@ -228,10 +233,15 @@ main(void)
 			break;
 		p++;
 	}
-	for (int f = FORM_GLOBAL; f <= FORM_SERIAL; f++) {
-		for (int i = 0; i < nw; i++)
-			run_one((enum form)f, widths[i], false);
-		run_one((enum form)f, 4, true);
+	/* Privileged (this machine's tests run as root) and not: a process
+	 * that may not lower a thread's nice value binds workers to the
+	 * lower classes (pool_class.c), which must not change the order. */
+	for (int u = 0; u < 2; u++) {
+		for (int f = FORM_GLOBAL; f <= FORM_SERIAL; f++) {
+			for (int i = 0; i < nw; i++)
+				run_one((enum form)f, widths[i], false, u);
+			run_one((enum form)f, 4, true, u);
+		}
 	}
 	return sqt_finish("test_priority");
 }

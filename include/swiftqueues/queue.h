@@ -115,6 +115,9 @@ sq_qos_class_self(void);
 #define SQ_QUEUE_PRIORITY_LOW (-2)
 #define SQ_QUEUE_PRIORITY_BACKGROUND (-32768) /* INT16_MIN, as a literal Swift imports */
 
+/*! sq_get_global_queue's flag: the class's overcommit queue. */
+#define SQ_QUEUE_OVERCOMMIT ((uintptr_t)0x2)
+
 /*! The target that means "the default global queue". */
 #define SQ_TARGET_QUEUE_DEFAULT ((sq_queue_t)NULL)
 
@@ -122,8 +125,13 @@ sq_qos_class_self(void);
  * The global concurrent queue for a QoS class (SQ_QOS_CLASS_*) or a
  * priority (HIGH is USER_INITIATED, DEFAULT and UNSPECIFIED are DEFAULT,
  * LOW is UTILITY, BACKGROUND is BACKGROUND; other values round to the
- * nearest priority). `flags` is reserved: pass 0. Retain, release,
- * suspend, resume and set_context are ignored on them.
+ * nearest priority). `flags`: 0, or SQ_QUEUE_OVERCOMMIT for the class's
+ * overcommit queue: the same class and run queue, but each job queued on
+ * it gets a worker of its own at once, an idle one or a new one beyond
+ * the pool's width (up to SQ_MAX_THREADS), as libdispatch's overcommit
+ * queues do; for work that may occupy its thread for long (spinning,
+ * waiting on something the pool does not see). Retain, release, suspend,
+ * resume and set_context are ignored on them.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_t
