@@ -3,7 +3,9 @@
 #   make demo        set up and run the examples (C and Swift)
 #   make test        set up and run every test (C tests, again at SQ_WORKERS=8, a short
 #                    chaos pass, C install check, swift test in both executor modes,
-#                    documentation snippets)
+#                    documentation snippets, man pages)
+#   make test-man    every public sq_ function has a man page (man/*.3), every page
+#                    renders without warnings
 #   make test-chaos  the pool's width matrix and the guarantee checker in a chaos
 #                    build (-DSQ_CHAOS: random yields and sleeps inside the protocols)
 #   make test-tsan   the C suite under ThreadSanitizer (and swift test)
@@ -16,7 +18,8 @@
 #                    Perfetto UI; docs/OBSERVABILITY.md)
 #   make trace-cost  instructions the trace points add, from callgrind (needs valgrind)
 #   make bench-trace-cost  the C benchmarks against a build without trace points
-#   make install     PREFIX=/usr/local DESTDIR=
+#   make install     PREFIX=/usr/local DESTDIR=  (library, headers, pkg-config file,
+#                    man pages in $(MANDIR)/man3)
 #
 # Every target that needs libevent / liburcu depends on `deps`, which installs
 # them with apt-get when pkg-config cannot find them, and <sys/sdt.h> (the
@@ -25,6 +28,7 @@
 PREFIX     ?= /usr/local
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+MANDIR     ?= $(PREFIX)/share/man
 DESTDIR    ?=
 
 CC      ?= cc
@@ -70,7 +74,7 @@ BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
                    $(wildcard Tests/CRuntimeTests/blocks/test_*.c))
 
 .PHONY: all deps lib pc test test-c test-c-wide test-chaos test-chaos-short \
-        test-install test-swift test-swift-executor test-snippets test-tsan test-asan \
+        test-install test-swift test-swift-executor test-snippets test-man man-deps test-tsan test-asan \
         release-checks test-soak test-guarantees-dispatch \
         bench bench-trace-cost trace-cost trace-demo notrace-lib demo install \
         uninstall clean
@@ -129,10 +133,21 @@ install: lib
 	ln -sf libswiftqueues.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libswiftqueues.so
 	install -m 644 $(BUILD)/swiftqueues.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
 	@rm -f $(BUILD)/swiftqueues.pc
+	install -d $(DESTDIR)$(MANDIR)/man3
+	@# Each page that documents a declared function, and a link page
+	@# (".so") for every other declared name it documents.
+	@CC="$(CC)" sh scripts/check-man.sh --install-list | while read -r name page; do \
+	  install -m 644 man/$$page $(DESTDIR)$(MANDIR)/man3/ || exit 1; \
+	  [ "$$name.3" = "$$page" ] || \
+	    printf '.so man3/%s\n' "$$page" > "$(DESTDIR)$(MANDIR)/man3/$$name.3"; \
+	done
 
 uninstall:
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/swiftqueues $(DESTDIR)$(INCLUDEDIR)/swiftqueues.h
 	rm -f $(DESTDIR)$(LIBDIR)/libswiftqueues.* $(DESTDIR)$(LIBDIR)/pkgconfig/swiftqueues.pc
+	@CC="$(CC)" sh scripts/check-man.sh --list-names | while read -r name page; do \
+	  rm -f "$(DESTDIR)$(MANDIR)/man3/$$name.3" "$(DESTDIR)$(MANDIR)/man3/$$page"; \
+	done
 
 # ---- tests -----------------------------------------------------------------
 
@@ -150,7 +165,7 @@ $(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c $(TEST_HEADERS) $(STATIC)
 	  -Wl,-rpath,$(BLOCKS_LIBDIR)
 
 test: test-c test-c-wide test-chaos-short test-install test-swift test-swift-executor \
-      test-snippets
+      test-snippets test-man
 
 test-c: lib $(TEST_BINS) $(BLOCKS_TESTS)
 	@sh Tests/CRuntimeTests/run.sh $(TEST_BINS) $(BLOCKS_TESTS)
@@ -185,7 +200,7 @@ test-soak: lib $(BUILD)/tests/test_guarantees
 
 # The C story end to end: install into a temporary prefix, build a program
 # with that prefix's pkg-config file, run it.
-test-install: lib
+test-install: lib man-deps
 	@rm -rf $(BUILD)/install-check
 	@$(MAKE) --no-print-directory install PREFIX=$(CURDIR)/$(BUILD)/install-check >/dev/null
 	PKG_CONFIG_PATH=$(CURDIR)/$(BUILD)/install-check/lib/pkgconfig sh -c \
@@ -193,6 +208,12 @@ test-install: lib
 	     $$(pkg-config --cflags --libs swiftqueues) \
 	     -Wl,-rpath,$(CURDIR)/$(BUILD)/install-check/lib'
 	$(BUILD)/install-check/quickstart
+	@# man finds an installed page by any name it documents (a link page).
+	MANPATH=$(CURDIR)/$(BUILD)/install-check/share/man MANWIDTH=80 man -P cat sq_async_f \
+	  | grep -q 'sq_async_f' && echo "man sq_async_f: the sq_async(3) page"
+	@$(MAKE) --no-print-directory uninstall PREFIX=$(CURDIR)/$(BUILD)/install-check >/dev/null
+	@left=$$(find $(BUILD)/install-check/share/man -type f | wc -l); \
+	  if [ "$$left" -ne 0 ]; then echo "uninstall left $$left man pages"; exit 1; fi
 
 # The misuse messages must survive -O: one release build of the
 # Tests/MisuseChecks program, run by MisuseMessageTests in both swift test
@@ -217,6 +238,21 @@ test-swift-executor: deps release-checks
 # package under $(BUILD)/snippets that depends on this one by path.
 test-snippets: deps
 	SWIFT="$(SWIFT)" CC="$(CC)" BLOCKS_CC="$(BLOCKS_CC)" sh scripts/check-snippets.sh $(BUILD)
+
+# The man pages: groff renders them (groff-base), man reads the installed
+# ones in test-install (man-db); both are installed when missing.
+man-deps:
+	@for tool in groff:groff-base man:man-db; do \
+	  command -v $${tool%%:*} >/dev/null 2>&1 && continue; \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  echo "the man pages need $${tool%%:*}; running:"; \
+	  echo "  $$sudo apt-get install -y $${tool#*:}"; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $${tool#*:}; \
+	done
+
+test-man: man-deps
+	@CC="$(CC)" sh scripts/check-man.sh
 
 # The guarantee checker on the toolchain's libdispatch, the reference: the
 # same programs and checks through a thin layer mapping sq_* onto

@@ -20,7 +20,8 @@ import Synchronization
 /// after another): the procedure's thread runs some and the pool's threads
 /// the rest (`sq_apply_f`), in no particular order; the procedure finishes
 /// when every block has returned. For ordered blocks, use one block or
-/// dependencies. ``Procedure/threadPriority`` applies to the procedure's own
+/// dependencies. ``ProcedureQueue/current`` is the procedure's queue in
+/// every block. ``Procedure/threadPriority`` applies to the procedure's own
 /// thread only. Cancelling does not interrupt blocks: check
 /// ``Procedure/isCancelled`` in them.
 open class BlockProcedure: Procedure, @unchecked Sendable {
@@ -85,14 +86,31 @@ open class BlockProcedure: Procedure, @unchecked Sendable {
             blocks[0]()
             return
         }
-        blocks.withUnsafeBufferPointer { buffer in
-            sq_apply_f(buffer.count, nil, UnsafeMutableRawPointer(mutating: buffer.baseAddress)) {
-                context, index in
-                context.unsafelyUnwrapped
-                    .assumingMemoryBound(to: (@Sendable () -> Void).self)[index]()
+        // Pool threads run some of the blocks: each block sees the queue
+        // that started the procedure as `ProcedureQueue.current` (main on
+        // the main thread), whichever thread runs it. The queue outlives
+        // this call (its procedure is running), so no reference is taken.
+        var context = BlockProcedureApply(
+            blocks: blocks, queue: ProcedureQueue.current.map { Unmanaged.passUnretained($0) })
+        withUnsafeMutablePointer(to: &context) { pointer in
+            sq_apply_f(pointer.pointee.blocks.count, nil, UnsafeMutableRawPointer(pointer)) {
+                raw, index in
+                let context = raw.unsafelyUnwrapped.assumingMemoryBound(to: BlockProcedureApply.self)
+                let thread = procedureThreadState()
+                let saved = thread.pointee.currentQueue
+                thread.pointee.currentQueue = context.pointee.queue
+                context.pointee.blocks[index]()
+                thread.pointee.currentQueue = saved
             }
         }
     }
+}
+
+/// What the iterations of a several-block `BlockProcedure.main()` share.
+private struct BlockProcedureApply {
+    let blocks: [@Sendable () -> Void]
+    /// `ProcedureQueue.current` of the thread that called `main()`.
+    let queue: Unmanaged<ProcedureQueue>?
 }
 
 /// A procedure that calls a function with an argument and keeps the result:

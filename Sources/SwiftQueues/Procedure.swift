@@ -944,6 +944,20 @@ open class Procedure: @unchecked Sendable, CustomStringConvertible {
     }
 }
 
+// MARK: - Identity
+
+/// Procedures are equal only to themselves (as Foundation's `Operation`, an
+/// `NSObject`): usable in sets, as dictionary keys and in `==` assertions.
+extension Procedure: Hashable {
+    public static func == (lhs: Procedure, rhs: Procedure) -> Bool {
+        lhs === rhs
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ObjectIdentifier(self))
+    }
+}
+
 /// Misuse reported by result-returning procedures.
 public enum ProcedureError: Error, Sendable, Hashable {
     /// The procedure was cancelled, so it has no result.

@@ -305,10 +305,13 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
     /// only while the main thread drains the main queue.
     public static let main = ProcedureQueue(mainQueue: ())
 
-    /// The queue running the calling procedure, or nil outside procedures
-    /// started by a queue.
+    /// The queue running the calling procedure (in every block of a
+    /// ``BlockProcedure``, also those on pool threads); outside procedures
+    /// started by a queue, ``main`` on the main thread and nil elsewhere.
     public static var current: ProcedureQueue? {
-        procedureThreadState().pointee.currentQueue?.takeUnretainedValue()
+        let thread = procedureThreadState()
+        if let queue = thread.pointee.currentQueue { return queue.takeUnretainedValue() }
+        return thread.pointee.isMainThread ? main : nil
     }
 
     // MARK: Configuration
@@ -1363,6 +1366,19 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
 
     private static func runnerLimit(for count: Int) -> Int {
         count < 0 ? defaultRunnerLimit : min(count, 512)
+    }
+}
+
+// MARK: - Identity
+
+/// Queues are equal only to themselves (as Foundation's `OperationQueue`).
+extension ProcedureQueue: Hashable {
+    public static func == (lhs: ProcedureQueue, rhs: ProcedureQueue) -> Bool {
+        lhs === rhs
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ObjectIdentifier(self))
     }
 }
 

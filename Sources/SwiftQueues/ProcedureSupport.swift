@@ -61,8 +61,12 @@ struct ProcedureLockWord: ~Copyable {
 /// behind a pthread key (no exclusivity checks on the hot path), touched only
 /// by its own thread.
 struct ProcedureThreadState {
-    /// The queue whose runner is on this thread (`ProcedureQueue.current`).
+    /// The queue whose runner is on this thread (`ProcedureQueue.current`),
+    /// or whose BlockProcedure's blocks this thread helps run.
     var currentQueue: Unmanaged<ProcedureQueue>?
+    /// Whether this is the process's main thread (`ProcedureQueue.current`
+    /// is `main` there outside procedures); fixed when the state is made.
+    var isMainThread = false
     /// The procedure this thread's runner is starting, while `start()` runs.
     var runnerProcedure: UnsafeMutableRawPointer?
     /// Set by the finish hook when `runnerProcedure` finished on this thread
@@ -102,10 +106,23 @@ func procedureThreadState() -> UnsafeMutablePointer<ProcedureThreadState> {
     return makeProcedureThreadState()
 }
 
+/// Whether the calling thread is the process's main thread: its kernel
+/// thread id is the process id. (Glibc's module does not declare gettid, so
+/// the id is read from /proc/thread-self, "<pid>/task/<tid>", once per
+/// thread.)
+private func callerIsMainThread() -> Bool {
+    var buffer = [CChar](repeating: 0, count: 64)
+    let n = readlink("/proc/thread-self", &buffer, buffer.count - 1)
+    guard n > 0 else { return false }
+    let link = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return link.hasSuffix("/task/\(getpid())")
+}
+
 @inline(never)
 private func makeProcedureThreadState() -> UnsafeMutablePointer<ProcedureThreadState> {
     let state = UnsafeMutablePointer<ProcedureThreadState>.allocate(capacity: 1)
     state.initialize(to: ProcedureThreadState())
+    state.pointee.isMainThread = callerIsMainThread()
     pthread_setspecific(procedureThreadKey, state)
     return state
 }

@@ -202,6 +202,74 @@ private func withoutDescriptors() {
     print("descriptors back: the timer fired, the same calls succeed")
 }
 
+/// `ProcedureQueue.current` is `main` on the main thread outside procedures
+/// (as Foundation's `OperationQueue.current`), in procedures of the main
+/// queue, and in every block of a several-block `BlockProcedure`, including
+/// the blocks that run on pool threads; it is nil on other threads outside
+/// procedures.
+private func procedureCurrent() {
+    guard ProcedureQueue.current === ProcedureQueue.main else {
+        fail("current is not main on the main thread")
+    }
+    let offMain = SpinLock()
+    nonisolated(unsafe) var offMainCurrent: [ProcedureQueue?] = []
+    let answered = AtomicCounter()
+    WorkQueue.global().async {
+        offMain.withLock { offMainCurrent.append(ProcedureQueue.current) }
+        answered.increment()
+    }
+    guard WorkQueue.runMain(until: { answered.load() == 1 }, deadline: .now() + .seconds(10)) else {
+        fail("the pool thread did not answer")
+    }
+    guard offMain.withLock({ offMainCurrent.count == 1 && offMainCurrent[0] == nil }) else {
+        fail("current is not nil on a pool thread outside procedures")
+    }
+
+    // Blocks record what they see; (main thread?, current is main?) each.
+    let log = SpinLock()
+    nonisolated(unsafe) var seen: [(onMain: Bool, isMain: Bool)] = []
+    func severalBlocks() -> BlockProcedure {
+        let procedure = BlockProcedure()
+        for _ in 0..<8 {
+            procedure.addExecutionBlock {
+                usleep(2_000)  // long enough for pool threads to take some
+                let entry = (onMainThread(), ProcedureQueue.current === ProcedureQueue.main)
+                log.withLock { seen.append(entry) }
+            }
+        }
+        return procedure
+    }
+
+    let byHand = severalBlocks()
+    byHand.start()
+    let handSeen = log.withLock { seen }
+    guard handSeen.count == 8, handSeen.allSatisfy(\.isMain) else {
+        let wrong = handSeen.filter { !$0.isMain }.count
+        fail("a BlockProcedure started on the main thread: \(wrong) of \(handSeen.count) blocks "
+            + "(\(handSeen.filter { !$0.onMain }.count) off the main thread) did not see main")
+    }
+
+    log.withLock { seen = [] }
+    let single = BlockProcedure {
+        let entry = (onMainThread(), ProcedureQueue.current === ProcedureQueue.main)
+        log.withLock { seen.append(entry) }
+    }
+    let queued = severalBlocks()
+    ProcedureQueue.main.addProcedure(single)
+    ProcedureQueue.main.addProcedure(queued)
+    guard WorkQueue.runMain(until: { queued.isFinished && single.isFinished },
+                            deadline: .now() + .seconds(10)) else {
+        fail("the main queue's procedures did not finish")
+    }
+    let queuedSeen = log.withLock { seen }
+    guard queuedSeen.count == 9, queuedSeen.allSatisfy(\.isMain), queuedSeen[0].onMain else {
+        fail("main-queue procedures: \(queuedSeen.filter { !$0.isMain }.count) of "
+            + "\(queuedSeen.count) blocks did not see main")
+    }
+    print("ProcedureQueue.current: main on the main thread, in main-queue procedures and in "
+        + "every block of a BlockProcedure started there")
+}
+
 let mode = CommandLine.arguments.dropFirst().first ?? ""
 switch mode {
 case "drain": drain()
@@ -210,6 +278,7 @@ case "run-until-deadline": runUntilDeadline()
 case "run-until-task": runUntilTaskOrGroup()
 case "run-main": runForever()
 case "no-descriptors": withoutDescriptors()
+case "procedure-current": procedureCurrent()
 case "executor":
     // The closure-based run awaits on a task while the main thread drains.
     let done = AtomicCounter()

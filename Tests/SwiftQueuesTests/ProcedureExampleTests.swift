@@ -188,7 +188,10 @@ fileprivate func performOperation(_ procedure: Procedure) -> Bool {
         let addTime = procNow() - began
         entries.log.append("Main thread is here")
         queue.waitUntilAllFinished()
-        #expect(addTime < 0.005)
+        // Adding does not wait for the procedures: a synchronous add would
+        // block in the first one's rendezvous (up to 5 s) for the second.
+        // The bound is loose for a loaded machine.
+        #expect(addTime < 1.0)
         let lines = entries.log.lines.filter { $0 != "Main thread is here" }.sorted()
         #expect(lines == ["firstOperationEntry Parameter Object = 111 onCaller = false",
                           "secondOperationEntry Parameter Object = 222 onCaller = false"])

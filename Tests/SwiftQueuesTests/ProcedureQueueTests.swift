@@ -774,6 +774,53 @@ import Musl
         #expect(queue.name == "renamed")
     }
 
+    @Test func queuesAndProceduresCompareByIdentity() {
+        let queue = ProcedureQueue(name: "same-name")
+        let twin = ProcedureQueue(name: "same-name")
+        #expect(queue == queue)
+        #expect(queue != twin)
+        #expect(Set([queue, twin, queue]).count == 2)
+        let procedure = BlockProcedure {}
+        let other = BlockProcedure {}
+        let invocation = InvocationProcedure(argument: 1) { $0 }
+        #expect(procedure == procedure)
+        #expect(procedure != other)
+        #expect(invocation as Procedure != procedure)
+        #expect([procedure, other] == [procedure, other])
+        var seen: [Procedure: Int] = [procedure: 1, other: 2]
+        seen[invocation] = 3
+        #expect(seen[procedure] == 1 && seen[other] == 2 && seen[invocation] == 3)
+        #expect(procedure.hashValue == procedure.hashValue)
+    }
+
+    /// A BlockProcedure's blocks run on the procedure's thread and on pool
+    /// threads; `current` is the procedure's queue in every one of them.
+    @Test func currentInEveryBlockOfABlockProcedure() {
+        let queue = ProcedureQueue(name: "blocks")
+        for round in 0..<5 {
+            let seen = ProcBox<[(thread: UInt, current: ProcedureQueue?)]>([])
+            // The first two blocks wait for each other: with more than one
+            // thread taking part, some blocks run off the procedure's thread.
+            let twoIn = ProcRendezvous(parties: 2)
+            let procedure = BlockProcedure()
+            for index in 0..<16 {
+                procedure.addExecutionBlock {
+                    if index < 2 { _ = twoIn.arrive(timeout: 2) } else { procSleep(1) }
+                    let current = ProcedureQueue.current
+                    let thread = procThreadID()
+                    seen.update { $0.append((thread, current)) }
+                }
+            }
+            queue.addProcedure(procedure)
+            queue.waitUntilAllFinished()
+            let results = seen.value
+            let threads = Set(results.map(\.thread)).count
+            #expect(results.count == 16, "round \(round)")
+            #expect(results.allSatisfy { $0.current == queue },
+                    "round \(round): \(results.filter { $0.current != queue }.count) of 16 blocks on \(threads) threads saw another current queue")
+        }
+    }
+
     @Test func serialUnderlyingQueueRunsOneAtATime() {
         let serial = WorkQueue(label: "procedure-target")
         let queue = ProcedureQueue(name: "on-serial")
