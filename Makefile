@@ -2,10 +2,13 @@
 #
 #   make demo        set up and run the examples (C and Swift)
 #   make test        set up and run every test (C tests, again at SQ_WORKERS=8, a short
-#                    chaos pass, C install check, swift test in both executor modes,
-#                    documentation snippets, man pages)
+#                    chaos pass, C install check (pkg-config, CMake, man pages),
+#                    unmodified libdispatch programs, swift test in both executor
+#                    modes, documentation snippets, man pages)
 #   make test-man    every public sq_ function has a man page (man/*.3), every page
 #                    renders without warnings
+#   make test-compat libdispatch's test programs and GCD examples, unchanged, built
+#                    against the compatibility headers (compat/dispatch) and run
 #   make test-chaos  the pool's width matrix and the guarantee checker in a chaos
 #                    build (-DSQ_CHAOS: random yields and sleeps inside the protocols)
 #   make test-tsan   the C suite under ThreadSanitizer (and swift test)
@@ -74,7 +77,8 @@ BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
                    $(wildcard Tests/CRuntimeTests/blocks/test_*.c))
 
 .PHONY: all deps lib pc test test-c test-c-wide test-chaos test-chaos-short \
-        test-install test-swift test-swift-executor test-snippets test-man man-deps test-tsan test-asan \
+        test-install test-compat test-swift test-swift-executor test-snippets test-man \
+        man-deps test-tsan test-asan \
         release-checks test-soak test-guarantees-dispatch \
         bench bench-trace-cost trace-cost trace-demo notrace-lib demo install \
         uninstall clean
@@ -115,24 +119,41 @@ $(BUILD)/libswiftqueues.so: $(SHARED)
 	ln -sf libswiftqueues.so.$(VERSION) $(BUILD)/libswiftqueues.so.$(SOMAJOR)
 	ln -sf libswiftqueues.so.$(VERSION) $@
 
-pc: $(BUILD)/swiftqueues.pc
-$(BUILD)/swiftqueues.pc: swiftqueues.pc.in Makefile
+# The pkg-config files and the CMake package, for PREFIX / LIBDIR / INCLUDEDIR.
+CONFIGURED := $(BUILD)/swiftqueues.pc $(BUILD)/swiftqueues-dispatch.pc \
+              $(BUILD)/SwiftQueuesConfig.cmake $(BUILD)/SwiftQueuesConfigVersion.cmake
+SUBST = sed -e 's|@PREFIX@|$(PREFIX)|g; s|@LIBDIR@|$(LIBDIR)|g; s|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+            -e 's|@VERSION@|$(VERSION)|g; s|@SOMAJOR@|$(SOMAJOR)|g'
+pc: $(CONFIGURED)
+$(BUILD)/%.pc: %.pc.in Makefile
 	@mkdir -p $(BUILD)
-	sed -e 's|@PREFIX@|$(PREFIX)|; s|@LIBDIR@|$(LIBDIR)|; s|@INCLUDEDIR@|$(INCLUDEDIR)|; s|@VERSION@|$(VERSION)|' \
-	  $< > $@
+	$(SUBST) $< > $@
+$(BUILD)/%.cmake: cmake/%.cmake.in Makefile
+	@mkdir -p $(BUILD)
+	$(SUBST) $< > $@
 
+# The libdispatch compatibility headers go to their own folder
+# (INCLUDEDIR/swiftqueues-dispatch/dispatch), on the include path only of
+# programs that ask for them (pkg-config swiftqueues-dispatch,
+# SwiftQueues::dispatch): never over the system's <dispatch/dispatch.h>.
 install: lib
-	@rm -f $(BUILD)/swiftqueues.pc
+	@rm -f $(CONFIGURED)
 	$(MAKE) --no-print-directory pc PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) INCLUDEDIR=$(INCLUDEDIR)
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/swiftqueues
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/swiftqueues \
+	  $(DESTDIR)$(INCLUDEDIR)/swiftqueues-dispatch/dispatch \
+	  $(DESTDIR)$(LIBDIR)/cmake/SwiftQueues
 	install -m 644 include/swiftqueues.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 include/swiftqueues/*.h $(DESTDIR)$(INCLUDEDIR)/swiftqueues/
+	install -m 644 compat/dispatch/*.h $(DESTDIR)$(INCLUDEDIR)/swiftqueues-dispatch/dispatch/
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf libswiftqueues.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libswiftqueues.so.$(SOMAJOR)
 	ln -sf libswiftqueues.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libswiftqueues.so
-	install -m 644 $(BUILD)/swiftqueues.pc $(DESTDIR)$(LIBDIR)/pkgconfig/
-	@rm -f $(BUILD)/swiftqueues.pc
+	install -m 644 $(BUILD)/swiftqueues.pc $(BUILD)/swiftqueues-dispatch.pc \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 644 $(BUILD)/SwiftQueuesConfig.cmake $(BUILD)/SwiftQueuesConfigVersion.cmake \
+	  $(DESTDIR)$(LIBDIR)/cmake/SwiftQueues/
+	@rm -f $(CONFIGURED)
 	install -d $(DESTDIR)$(MANDIR)/man3
 	@# Each page that documents a declared function, and a link page
 	@# (".so") for every other declared name it documents.
@@ -143,8 +164,10 @@ install: lib
 	done
 
 uninstall:
-	rm -rf $(DESTDIR)$(INCLUDEDIR)/swiftqueues $(DESTDIR)$(INCLUDEDIR)/swiftqueues.h
-	rm -f $(DESTDIR)$(LIBDIR)/libswiftqueues.* $(DESTDIR)$(LIBDIR)/pkgconfig/swiftqueues.pc
+	rm -rf $(DESTDIR)$(INCLUDEDIR)/swiftqueues $(DESTDIR)$(INCLUDEDIR)/swiftqueues.h \
+	  $(DESTDIR)$(INCLUDEDIR)/swiftqueues-dispatch $(DESTDIR)$(LIBDIR)/cmake/SwiftQueues
+	rm -f $(DESTDIR)$(LIBDIR)/libswiftqueues.* $(DESTDIR)$(LIBDIR)/pkgconfig/swiftqueues.pc \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig/swiftqueues-dispatch.pc
 	@CC="$(CC)" sh scripts/check-man.sh --list-names | while read -r name page; do \
 	  rm -f "$(DESTDIR)$(MANDIR)/man3/$$name.3" "$(DESTDIR)$(MANDIR)/man3/$$page"; \
 	done
@@ -164,8 +187,8 @@ $(BUILD)/tests/%: Tests/CRuntimeTests/blocks/%.c $(TEST_HEADERS) $(STATIC)
 	  $(if $(SANITIZE),-ldispatch) \
 	  -Wl,-rpath,$(BLOCKS_LIBDIR)
 
-test: test-c test-c-wide test-chaos-short test-install test-swift test-swift-executor \
-      test-snippets test-man
+test: test-c test-c-wide test-chaos-short test-install test-compat test-swift \
+      test-swift-executor test-snippets test-man
 
 test-c: lib $(TEST_BINS) $(BLOCKS_TESTS)
 	@sh Tests/CRuntimeTests/run.sh $(TEST_BINS) $(BLOCKS_TESTS)
@@ -208,12 +231,69 @@ test-install: lib man-deps
 	     $$(pkg-config --cflags --libs swiftqueues) \
 	     -Wl,-rpath,$(CURDIR)/$(BUILD)/install-check/lib'
 	$(BUILD)/install-check/quickstart
+	PKG_CONFIG_PATH=$(CURDIR)/$(BUILD)/install-check/lib/pkgconfig sh -c \
+	  '$(CC) -o $(BUILD)/install-check/pipeline_f Tests/DispatchCompat/examples/pipeline_f.c \
+	     $$(pkg-config --cflags --libs swiftqueues-dispatch) \
+	     -Wl,-rpath,$(CURDIR)/$(BUILD)/install-check/lib'
+	$(BUILD)/install-check/pipeline_f
+	@if command -v cmake >/dev/null 2>&1; then \
+	  echo "CMake package: find_package(SwiftQueues)"; \
+	  cmake -S Tests/CMakeConsumer -B $(BUILD)/install-check/cmake \
+	    -DCMAKE_PREFIX_PATH=$(CURDIR)/$(BUILD)/install-check -DSQ_SOURCE_DIR=$(CURDIR) \
+	    -DCMAKE_C_COMPILER=$(CC) >/dev/null && \
+	  cmake --build $(BUILD)/install-check/cmake >/dev/null && \
+	  $(BUILD)/install-check/cmake/quickstart && \
+	  $(BUILD)/install-check/cmake/pipeline_f; \
+	else echo "cmake not found: the CMake package is not checked"; fi
 	@# man finds an installed page by any name it documents (a link page).
 	MANPATH=$(CURDIR)/$(BUILD)/install-check/share/man MANWIDTH=80 man -P cat sq_async_f \
 	  | grep -q 'sq_async_f' && echo "man sq_async_f: the sq_async(3) page"
 	@$(MAKE) --no-print-directory uninstall PREFIX=$(CURDIR)/$(BUILD)/install-check >/dev/null
 	@left=$$(find $(BUILD)/install-check/share/man -type f | wc -l); \
 	  if [ "$$left" -ne 0 ]; then echo "uninstall left $$left man pages"; exit 1; fi
+
+# Unmodified libdispatch programs against the compatibility headers
+# (compat/dispatch/*.h): libdispatch's own test programs when
+# DISPATCH_TESTS names a checkout of their folder (their harness's
+# interface implemented in Tests/DispatchCompat/harness) and GCD examples in their dispatch_
+# spelling (Tests/DispatchCompat/examples), each built with only the
+# compatibility include folder and -lswiftqueues (and the Blocks runtime),
+# then run. collision.c also loads the toolchain's libdispatch.
+COMPAT_DIR     := Tests/DispatchCompat
+COMPAT_CFLAGS  := -std=gnu11 -O2 -g -pthread -Wall -Wno-unused-parameter -Icompat -Iinclude
+BLOCKS_INC     := $(SWIFT_BIN_DIR)/../lib/swift/Block
+COMPAT_LIBS     = -L$(BUILD) -lswiftqueues -Wl,-rpath,$(CURDIR)/$(BUILD) \
+                  -L$(BLOCKS_LIBDIR) -lBlocksRuntime -Wl,-rpath,$(BLOCKS_LIBDIR) -lm
+COMPAT_SYSTEM_DISPATCH := -Wl,--no-as-needed -ldispatch -ldl
+# libdispatch's own test programs, unchanged, from a checkout of
+# swift-corelibs-libdispatch's tests/ folder named by DISPATCH_TESTS (they
+# are not part of this repository): the ones the harness supports.
+DISPATCH_TESTS  ?=
+COMPAT_UPSTREAM_NAMES := dispatch_after dispatch_api dispatch_apply dispatch_c99 \
+                         dispatch_data dispatch_pingpong dispatch_queue_finalizer \
+                         dispatch_sema dispatch_timer_set_time
+COMPAT_UPSTREAM := $(if $(DISPATCH_TESTS),$(addprefix $(BUILD)/compat/,$(COMPAT_UPSTREAM_NAMES)))
+COMPAT_EXAMPLES := $(patsubst $(COMPAT_DIR)/examples/%.c,$(BUILD)/compat/%,\
+                     $(wildcard $(COMPAT_DIR)/examples/*.c))
+COMPAT_HEADERS  := $(wildcard compat/dispatch/*.h) $(wildcard $(COMPAT_DIR)/harness/*)
+
+$(BUILD)/compat/dispatch_%: $(DISPATCH_TESTS)/dispatch_%.c $(COMPAT_HEADERS) \
+                            $(HEADERS) $(BUILD)/libswiftqueues.so
+	@mkdir -p $(dir $@)
+	$(BLOCKS_CC) -fblocks $(COMPAT_CFLAGS) $(if $(filter dispatch_c99,$(notdir $@)),-std=gnu99) \
+	  -I$(COMPAT_DIR)/harness -I$(BLOCKS_INC) \
+	  -o $@ $< $(COMPAT_DIR)/harness/harness.c $(COMPAT_LIBS)
+
+$(BUILD)/compat/%: $(COMPAT_DIR)/examples/%.c $(COMPAT_HEADERS) $(HEADERS) \
+                   $(BUILD)/libswiftqueues.so
+	@mkdir -p $(dir $@)
+	$(if $(filter %_f,$*),$(CC),$(BLOCKS_CC) -fblocks -I$(BLOCKS_INC)) $(COMPAT_CFLAGS) \
+	  -Werror -o $@ $< $(COMPAT_LIBS) \
+	  $(if $(filter collision,$*),$(COMPAT_SYSTEM_DISPATCH))
+
+test-compat: lib $(COMPAT_UPSTREAM) $(COMPAT_EXAMPLES)
+	@$(if $(DISPATCH_TESTS),,echo "test-compat: DISPATCH_TESTS unset: libdispatch's own tests skipped")
+	@sh Tests/CRuntimeTests/run.sh $(COMPAT_UPSTREAM) $(COMPAT_EXAMPLES)
 
 # The misuse messages must survive -O: one release build of the
 # Tests/MisuseChecks program, run by MisuseMessageTests in both swift test

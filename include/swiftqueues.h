@@ -29,5 +29,6 @@
 #include <swiftqueues/executor.h>
 #include <swiftqueues/trace.h>
 #include <swiftqueues/introspect.h>
+#include <swiftqueues/generic.h>
 
 #endif /* SWIFTQUEUES_H */

@@ -7,7 +7,8 @@
 # ONE scratch package (BUILD_DIR/snippets/pkg) that depends on this package
 # by path, as a user's package would; the package also holds the consumer
 # program in Tests/Snippets/Consumer. One `swift build`, every warning an
-# error. Each ```c block is compiled with $CC against include/ (block forms
+# error. Each ```c block is compiled with $CC against include/ and compat/
+# (libdispatch's names, <dispatch/dispatch.h>) (block forms
 # with $BLOCKS_CC -fblocks). A line `<!-- snippet: MODE -->` right before a
 # block (a blank line between is allowed) says how to take it:
 #
@@ -148,7 +149,7 @@ while read -r n lang mode where; do
             extra=-fblocks
         fi
         # shellcheck disable=SC2086
-        $compiler $SNIPPET_CFLAGS $extra -Werror -I"$ROOT/include" -c "$out" -o "$out.o" || {
+        $compiler $SNIPPET_CFLAGS $extra -Werror -I"$ROOT/include" -I"$ROOT/compat" -c "$out" -o "$out.o" || {
             echo "C snippet $where does not compile" >&2
             exit 1
         }

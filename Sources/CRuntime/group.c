@@ -173,9 +173,11 @@ _sq_group_leave(struct sq_group_s *g)
 		g->notify_tail = &g->notify_head;
 		sq_spinlock_unlock(&g->notify_lock);
 	}
+	/* Notifications are submitted before waiters wake, as libdispatch
+	 * does: a waiter that returns finds them on their queues already. */
+	_sq_notify_fire(list);
 	if (old & GROUP_HAS_WAITERS)
 		_sq_futex_wake(_sq_group_gen_word(g), INT_MAX);
-	_sq_notify_fire(list);
 	/* Last: drop the reference taken when the group became non-empty. */
 	_sq_release_internal(g);
 }

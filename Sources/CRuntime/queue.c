@@ -207,6 +207,16 @@ sq_queue_attr_make_with_qos_class(sq_queue_attr_t attr,
 			attr && attr->inactive, root, relative_priority);
 }
 
+sq_queue_attr_t
+sq_queue_attr_make_with_autorelease_frequency(sq_queue_attr_t attr,
+		sq_autorelease_frequency_t frequency)
+{
+	/* No autorelease pools on Linux: every frequency runs tasks alike,
+	 * so the attribute itself serves (an unknown one is ignored). */
+	(void)frequency;
+	return attr;
+}
+
 sq_qos_class_t
 sq_queue_get_qos_class(sq_queue_t queue, int *relative_priority_ptr)
 {

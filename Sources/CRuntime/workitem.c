@@ -20,9 +20,9 @@
  *   wait:    not FINISHED                      -> |= WAITERS
  *   notify:  not FINISHED (under notify_lock)  -> |= NOTIFS
  * So the function runs at most once, and never after a cancel that came
- * before it started. Whoever sets FINISHED wakes the waiters and, if NOTIFS
- * was set, takes the notify lock (which waits out a registration in
- * progress) and submits the notifications.
+ * before it started. Whoever sets FINISHED, if NOTIFS was set, takes the
+ * notify lock (which waits out a registration in progress) and submits the
+ * notifications, then wakes the waiters.
  *
  * The object header's context and finalizer belong to the program
  * (sq_set_context); the function's own context is kept apart.
@@ -146,8 +146,8 @@ sq_workitem_create_with_qos_class_f(sq_workitem_flags_t flags,
 static void
 _sq_workitem_finished(struct sq_workitem_s *item, uint32_t old)
 {
-	if (old & WI_WAITERS)
-		_sq_futex_wake(&item->state, INT_MAX);
+	/* Notifications are submitted before waiters wake, as libdispatch
+	 * does: a waiter that returns finds them on their queues already. */
 	if (old & WI_NOTIFS) {
 		/* The lock waits out a registration that set NOTIFS and is
 		 * still appending; later ones see FINISHED and submit. */
@@ -158,6 +158,8 @@ _sq_workitem_finished(struct sq_workitem_s *item, uint32_t old)
 		sq_spinlock_unlock(&item->notify_lock);
 		_sq_notify_fire(list);
 	}
+	if (old & WI_WAITERS)
+		_sq_futex_wake(&item->state, INT_MAX);
 }
 
 /* Runs the function unless it started already or was cancelled. */

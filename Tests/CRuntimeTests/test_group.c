@@ -113,6 +113,12 @@ record_notify(void *ctx)
 }
 
 static void
+read_order_len(void *ctx)
+{
+	*(int *)ctx = order_len; /* on the serial queue that writes it */
+}
+
+static void
 test_notify(void)
 {
 	sq_queue_t q = sq_queue_create("test.group.notify", SQ_QUEUE_SERIAL);
@@ -162,6 +168,20 @@ test_notify(void)
 	for (int i = 0; i < 3; i++)
 		CHECK_EQ(sq_semaphore_wait(notify_done, in_ms(10000)), 0);
 	CHECK_EQ(order_len, 3);
+
+	/* The notifications are on their queue before a waiter returns (as
+	 * in libdispatch): a task sent there after the wait runs after them. */
+	for (int round = 0; round < 20; round++) {
+		order_len = 0;
+		sq_group_async_f(g, global_queue(), (void *)(intptr_t)5,
+				count_member);
+		sq_group_notify_f(g, q, NULL, record_notify);
+		CHECK_EQ(sq_group_wait(g, in_ms(10000)), 0);
+		int seen = -1;
+		sq_sync_f(q, &seen, read_order_len);
+		CHECK_EQ(seen, 1);
+		CHECK_EQ(sq_semaphore_wait(notify_done, in_ms(10000)), 0);
+	}
 
 	sq_release(g);
 	sq_release(q);

@@ -187,6 +187,52 @@ sq_data_create(const void *SQ_NULLABLE buffer, size_t size,
 }
 #endif
 
+/* ---- Transforms ---- */
+
+/*!
+ * A data format for sq_data_create_with_transform (libdispatch's
+ * dispatch_data_format_type_t).
+ */
+typedef const struct sq_data_format_type_s *sq_data_format_type_t;
+
+SQ_EXPORT const struct sq_data_format_type_s _sq_data_format_type_none;
+SQ_EXPORT const struct sq_data_format_type_s _sq_data_format_type_base32;
+SQ_EXPORT const struct sq_data_format_type_s _sq_data_format_type_base32hex;
+SQ_EXPORT const struct sq_data_format_type_s _sq_data_format_type_base64;
+SQ_EXPORT const struct sq_data_format_type_s _sq_data_format_type_utf8;
+SQ_EXPORT const struct sq_data_format_type_s _sq_data_format_type_utf16le;
+SQ_EXPORT const struct sq_data_format_type_s _sq_data_format_type_utf16be;
+SQ_EXPORT const struct sq_data_format_type_s _sq_data_format_type_utf_any;
+
+/*! Raw bytes. */
+#define SQ_DATA_FORMAT_TYPE_NONE (&_sq_data_format_type_none)
+/*! RFC 4648 base32, base32hex and base64 text, padded with '='. */
+#define SQ_DATA_FORMAT_TYPE_BASE32 (&_sq_data_format_type_base32)
+#define SQ_DATA_FORMAT_TYPE_BASE32HEX (&_sq_data_format_type_base32hex)
+#define SQ_DATA_FORMAT_TYPE_BASE64 (&_sq_data_format_type_base64)
+/*! Unicode text: UTF-8, UTF-16 of either byte order (written with a
+ * byte-order mark), or, as an input only, whichever a byte-order mark
+ * says (UTF-8 without one). */
+#define SQ_DATA_FORMAT_TYPE_UTF8 (&_sq_data_format_type_utf8)
+#define SQ_DATA_FORMAT_TYPE_UTF16LE (&_sq_data_format_type_utf16le)
+#define SQ_DATA_FORMAT_TYPE_UTF16BE (&_sq_data_format_type_utf16be)
+#define SQ_DATA_FORMAT_TYPE_UTF_ANY (&_sq_data_format_type_utf_any)
+
+/*!
+ * `data` converted from `input` to `output` format, as new data the
+ * caller owns; `data` itself (retained) when it is empty. NONE, BASE32,
+ * BASE32HEX and BASE64 convert among themselves, UTF8, UTF16LE and
+ * UTF16BE among themselves (UTF_ANY as input). Returns NULL for formats
+ * that do not convert, and for input that is not in its format:
+ * characters outside the alphabet (spaces, tabs and newlines are
+ * skipped), malformed UTF-8 or UTF-16, a byte-order mark of the other
+ * order, UTF_ANY input shorter than two bytes.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_data_t SQ_NULLABLE
+sq_data_create_with_transform(sq_data_t data, sq_data_format_type_t input,
+		sq_data_format_type_t output);
+
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
 

@@ -56,6 +56,26 @@ SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_attr_t
 sq_queue_attr_make_initially_inactive(sq_queue_attr_t SQ_NULLABLE attr);
 
+/*!
+ * How often a queue's tasks drain an autorelease pool (libdispatch's
+ * dispatch_autorelease_frequency_t). Linux has no autorelease pools, so
+ * the three are accepted and mean the same.
+ */
+typedef unsigned long sq_autorelease_frequency_t;
+#define SQ_AUTORELEASE_FREQUENCY_INHERIT 0ul
+#define SQ_AUTORELEASE_FREQUENCY_WORK_ITEM 1ul
+#define SQ_AUTORELEASE_FREQUENCY_NEVER 2ul
+
+/*!
+ * `attr` (serial when NULL) with an autorelease frequency: a queue created
+ * with it behaves as one created with `attr`. A frequency that is not one
+ * of the three leaves `attr` as it is, as libdispatch does.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_queue_attr_t SQ_NULLABLE
+sq_queue_attr_make_with_autorelease_frequency(sq_queue_attr_t SQ_NULLABLE attr,
+		sq_autorelease_frequency_t frequency);
+
 /* ---- Quality of service ---- */
 
 /*!
@@ -229,6 +249,20 @@ SQ_EXPORT SQ_NOTHROW
 void
 sq_assert_queue_not(sq_queue_t queue);
 
+/*
+ * The three assertions in programs built with SQ_DEBUG defined non-zero
+ * (libdispatch's DISPATCH_DEBUG); otherwise they evaluate `queue` only.
+ */
+#if defined(SQ_DEBUG) && SQ_DEBUG
+#define sq_assert_queue_debug(queue) sq_assert_queue(queue)
+#define sq_assert_queue_barrier_debug(queue) sq_assert_queue_barrier(queue)
+#define sq_assert_queue_not_debug(queue) sq_assert_queue_not(queue)
+#else
+#define sq_assert_queue_debug(queue) ((void)(queue))
+#define sq_assert_queue_barrier_debug(queue) ((void)(queue))
+#define sq_assert_queue_not_debug(queue) ((void)(queue))
+#endif
+
 /* ---- Submitting work ---- */
 
 /*! Submits `function(context)` to `queue` and returns at once. */
@@ -340,6 +374,23 @@ sq_main_queue_wakeup(void);
 
 /* ---- Block forms ---- */
 
+/* Submits a block made by sq_block_create as its work item (returns
+ * false for any other block). */
+SQ_EXPORT SQ_NOTHROW
+bool
+_sq_async_workitem_block(sq_queue_t queue, const void *block);
+
+/* The invoke function of the blocks sq_block_create makes, and the start
+ * every block shares (the Blocks ABI): what tells those blocks apart
+ * without a call. */
+SQ_EXPORT void _sq_workitem_block_invoke(void *block);
+struct _sq_block_start {
+	void *isa;
+	int flags;
+	int reserved;
+	void (*invoke)(void *block);
+};
+
 #ifdef __BLOCKS__
 /* Runs and releases a block copied by one of the async wrappers below. */
 SQ_INLINE void
@@ -355,10 +406,16 @@ _sq_call_apply_block(void *SQ_NULLABLE block, size_t iteration)
 	((void (^)(size_t))block)(iteration);
 }
 
-/*! sq_async_f with a block (copied, released after it runs). */
+/*! sq_async_f with a block (copied, released after it runs). A block made
+ * by sq_block_create goes as its work item (sq_async_workitem), so its
+ * SQ_BLOCK_BARRIER flag and class apply. */
 SQ_INLINE void
 sq_async(sq_queue_t queue, sq_block_t block)
 {
+	if (((const struct _sq_block_start *)(const void *)block)->invoke ==
+			_sq_workitem_block_invoke &&
+			_sq_async_workitem_block(queue, (const void *)block))
+		return;
 	sq_async_f(queue, _Block_copy((const void *)block),
 			_sq_call_and_release_block);
 }

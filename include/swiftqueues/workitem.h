@@ -108,6 +108,31 @@ void
 sq_workitem_notify_f(sq_workitem_t item, sq_queue_t queue,
 		void *SQ_NULLABLE context, sq_function_t function);
 
+/*!
+ * A block that performs `item` when called (sq_workitem_perform): the
+ * program may call it, copy it (_Block_copy), submit it and release it
+ * (_Block_release); the item lives until the last copy is released. Each
+ * call returns a new block the caller owns. Needs the Blocks runtime in
+ * the process (clang -fblocks, -lBlocksRuntime); without it, stops the
+ * process. A block from sq_async goes to the queue as the item itself
+ * (sq_async_workitem: its barrier flag and class apply).
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+void *
+sq_workitem_block(sq_workitem_t item);
+
+/*! The item of a block made by sq_workitem_block (or sq_block_create), or
+ * NULL for any other block. Holds no reference of its own. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_workitem_t SQ_NULLABLE
+sq_workitem_from_block(const void *SQ_NULLABLE block);
+
+/* sq_workitem_from_block for the sq_block_* calls: stops the process with
+ * `call` in the message when the block is not such a block. */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_workitem_t
+_sq_workitem_for_block(const char *call, const void *SQ_NULLABLE block);
+
 #ifdef __BLOCKS__
 /*!
  * A work item running a block. The block is copied now and released by the
@@ -141,6 +166,84 @@ sq_workitem_notify(sq_workitem_t item, sq_queue_t queue, sq_block_t block)
 {
 	sq_workitem_notify_f(item, queue, _Block_copy((const void *)block),
 			_sq_call_and_release_block);
+}
+
+/* ---- libdispatch's dispatch_block_* ---- */
+
+/*! libdispatch's dispatch_block_flags_t: the SQ_BLOCK_* flags above. */
+typedef sq_workitem_flags_t sq_block_flags_t;
+
+/*!
+ * A new block (the caller owns it: _Block_release) that runs `block` at
+ * most once however often it is called or submitted, and that
+ * sq_block_wait, sq_block_notify, sq_block_cancel and sq_block_testcancel
+ * accept. Its work item (sq_workitem_create) lives as long as the block.
+ */
+SQ_INLINE sq_block_t
+sq_block_create(sq_block_flags_t flags, sq_block_t block)
+{
+	sq_workitem_t item = sq_workitem_create(flags, block);
+	void *made = sq_workitem_block(item);
+	sq_release(item);
+	return (sq_block_t)made;
+}
+
+/*! sq_block_create with a QoS class and a relative priority. */
+SQ_INLINE sq_block_t
+sq_block_create_with_qos_class(sq_block_flags_t flags,
+		sq_qos_class_t qos_class, int relative_priority,
+		sq_block_t block)
+{
+	sq_workitem_t item = sq_workitem_create_with_qos_class(flags,
+			qos_class, relative_priority, block);
+	void *made = sq_workitem_block(item);
+	sq_release(item);
+	return (sq_block_t)made;
+}
+
+/*! Runs `block` on the calling thread as a block made with `flags`
+ * would run. */
+SQ_INLINE void
+sq_block_perform(sq_block_flags_t flags, sq_block_t SQ_NOESCAPE block)
+{
+	sq_workitem_t item = sq_workitem_create_f(flags, (void *)block,
+			_sq_call_block);
+	sq_workitem_perform(item);
+	sq_release(item);
+}
+
+/*! sq_workitem_wait on the block's item: 0 once it has run or been
+ * cancelled, non-zero when `timeout` passed first. */
+SQ_INLINE intptr_t
+sq_block_wait(sq_block_t block, sq_time_t timeout)
+{
+	return sq_workitem_wait(_sq_workitem_for_block("sq_block_wait",
+			(const void *)block), timeout);
+}
+
+/*! Submits `notification` to `queue` once `block` has run or been
+ * cancelled. */
+SQ_INLINE void
+sq_block_notify(sq_block_t block, sq_queue_t queue, sq_block_t notification)
+{
+	sq_workitem_notify(_sq_workitem_for_block("sq_block_notify",
+			(const void *)block), queue, notification);
+}
+
+/*! Cancels the block: it never runs if it has not started. */
+SQ_INLINE void
+sq_block_cancel(sq_block_t block)
+{
+	sq_workitem_cancel(_sq_workitem_for_block("sq_block_cancel",
+			(const void *)block));
+}
+
+/*! Non-zero once the block has been cancelled. */
+SQ_INLINE intptr_t
+sq_block_testcancel(sq_block_t block)
+{
+	return sq_workitem_testcancel(_sq_workitem_for_block(
+			"sq_block_testcancel", (const void *)block));
 }
 #endif
 

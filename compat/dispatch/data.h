@@ -1,0 +1,5 @@
+/*
+ * SwiftQueues' <dispatch/data.h>: libdispatch's programs include it by this
+ * name; the whole compatibility API comes with it (see dispatch.h).
+ */
+#include <dispatch/dispatch.h>

@@ -1,0 +1,63 @@
+/*
+ * SwiftQueues — libdispatch's C11 generic calls: sq_wait, sq_notify,
+ * sq_cancel and sq_testcancel pick the call for the object's type.
+ *
+ *   sq_wait(object, timeout)          a group, semaphore, work item or
+ *                                     (with blocks) a block from
+ *                                     sq_block_create
+ *   sq_notify(object, queue, block)   a group, work item or block
+ *                                     (blocks only)
+ *   sq_cancel(object)                 a source, work item or block
+ *   sq_testcancel(object)             a source, work item or block
+ *
+ * C11 only (_Generic), not C++. An object of another type does not
+ * compile.
+ */
+#ifndef SWIFTQUEUES_GENERIC_H
+#define SWIFTQUEUES_GENERIC_H
+
+#include <swiftqueues/group.h>
+#include <swiftqueues/semaphore.h>
+#include <swiftqueues/source.h>
+#include <swiftqueues/workitem.h>
+
+#if !defined(__cplusplus) && defined(__STDC_VERSION__) && \
+		__STDC_VERSION__ >= 201112L
+
+#ifdef __BLOCKS__
+#define _SQ_GENERIC_BLOCK(call) sq_block_t: call,
+#else
+#define _SQ_GENERIC_BLOCK(call)
+#endif
+
+#define sq_wait(object, timeout)                                              \
+	_Generic((object),                                                     \
+		_SQ_GENERIC_BLOCK(sq_block_wait)                               \
+		sq_workitem_t: sq_workitem_wait,                               \
+		sq_group_t: sq_group_wait,                                     \
+		sq_semaphore_t: sq_semaphore_wait)((object), (timeout))
+
+#define sq_cancel(object)                                                     \
+	_Generic((object),                                                     \
+		_SQ_GENERIC_BLOCK(sq_block_cancel)                             \
+		sq_workitem_t: sq_workitem_cancel,                             \
+		sq_source_t: sq_source_cancel)((object))
+
+#define sq_testcancel(object)                                                 \
+	_Generic((object),                                                     \
+		_SQ_GENERIC_BLOCK(sq_block_testcancel)                         \
+		sq_workitem_t: sq_workitem_testcancel,                         \
+		sq_source_t: sq_source_testcancel)((object))
+
+#ifdef __BLOCKS__
+#define sq_notify(object, queue, notification)                                \
+	_Generic((object),                                                     \
+		sq_block_t: sq_block_notify,                                   \
+		sq_workitem_t: sq_workitem_notify,                             \
+		sq_group_t: sq_group_notify)((object), (queue),                \
+				(notification))
+#endif
+
+#endif /* C11 */
+
+#endif /* SWIFTQUEUES_GENERIC_H */
