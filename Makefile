@@ -17,12 +17,14 @@
 #   make test-soak   the guarantee checker for SOAK_SECONDS (default 600), every width
 #   make test-guarantees-dispatch  the guarantee checker on the toolchain's libdispatch
 #   make bench       head-to-head benchmarks against the toolchain's libdispatch
-#   make trace-demo  records a trace of Examples/c/pipeline.c into build/ (open it in
-#                    Perfetto UI; docs/OBSERVABILITY.md)
+#   make trace-demo  records traces of Examples/c/pipeline.c and Examples/c/stall.c into
+#                    build/ (open them in Perfetto UI) and runs sq-trace-report on the
+#                    stall's (docs/OBSERVABILITY.md)
 #   make trace-cost  instructions the trace points add, from callgrind (needs valgrind)
 #   make bench-trace-cost  the C benchmarks against a build without trace points
-#   make install     PREFIX=/usr/local DESTDIR=  (library, headers, pkg-config file,
-#                    man pages in $(MANDIR)/man3)
+#   make install     PREFIX=/usr/local DESTDIR=  (library, headers, pkg-config files,
+#                    CMake package, compatibility headers, man pages in
+#                    $(MANDIR)/man3, bin/sq-trace-report)
 #
 # Every target that needs libevent / liburcu depends on `deps`, which installs
 # them with apt-get when pkg-config cannot find them, and <sys/sdt.h> (the
@@ -30,6 +32,7 @@
 
 PREFIX     ?= /usr/local
 LIBDIR     ?= $(PREFIX)/lib
+BINDIR     ?= $(PREFIX)/bin
 INCLUDEDIR ?= $(PREFIX)/include
 MANDIR     ?= $(PREFIX)/share/man
 DESTDIR    ?=
@@ -141,7 +144,8 @@ install: lib
 	$(MAKE) --no-print-directory pc PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) INCLUDEDIR=$(INCLUDEDIR)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/swiftqueues \
 	  $(DESTDIR)$(INCLUDEDIR)/swiftqueues-dispatch/dispatch \
-	  $(DESTDIR)$(LIBDIR)/cmake/SwiftQueues
+	  $(DESTDIR)$(LIBDIR)/cmake/SwiftQueues $(DESTDIR)$(BINDIR)
+	install -m 755 scripts/sq-trace-report $(DESTDIR)$(BINDIR)/
 	install -m 644 include/swiftqueues.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 include/swiftqueues/*.h $(DESTDIR)$(INCLUDEDIR)/swiftqueues/
 	install -m 644 compat/dispatch/*.h $(DESTDIR)$(INCLUDEDIR)/swiftqueues-dispatch/dispatch/
@@ -171,6 +175,7 @@ uninstall:
 	@CC="$(CC)" sh scripts/check-man.sh --list-names | while read -r name page; do \
 	  rm -f "$(DESTDIR)$(MANDIR)/man3/$$name.3" "$(DESTDIR)$(MANDIR)/man3/$$page"; \
 	done
+	rm -f $(DESTDIR)$(BINDIR)/sq-trace-report
 
 # ---- tests -----------------------------------------------------------------
 
@@ -231,6 +236,9 @@ test-install: lib man-deps
 	     $$(pkg-config --cflags --libs swiftqueues) \
 	     -Wl,-rpath,$(CURDIR)/$(BUILD)/install-check/lib'
 	$(BUILD)/install-check/quickstart
+	SQ_TRACE=$(BUILD)/install-check/quickstart.json $(BUILD)/install-check/quickstart
+	$(BUILD)/install-check/bin/sq-trace-report $(BUILD)/install-check/quickstart.json \
+	  | grep '^Per queue and function' >/dev/null
 	PKG_CONFIG_PATH=$(CURDIR)/$(BUILD)/install-check/lib/pkgconfig sh -c \
 	  '$(CC) -o $(BUILD)/install-check/pipeline_f Tests/DispatchCompat/examples/pipeline_f.c \
 	     $$(pkg-config --cflags --libs swiftqueues-dispatch) \
@@ -386,7 +394,9 @@ bench-trace-cost: lib notrace-lib
 	  $(NOTRACE)/bench/results.json
 
 # A trace of the pipeline example (I/O, a concurrent queue, a group, a
-# timer source, an after, the main queue), checked, in $(BUILD)/.
+# timer source, an after, the main queue), checked, in $(BUILD)/; and one
+# of the stall example (a timer handler holding a serial queue that
+# requests sq_sync onto), checked and summed up by sq-trace-report.
 trace-demo: lib
 	@mkdir -p $(BUILD)/examples
 	$(CC) $(CFLAGS_ALL) -o $(BUILD)/examples/pipeline Examples/c/pipeline.c \
@@ -395,8 +405,15 @@ trace-demo: lib
 	python3 scripts/check-trace.py $(BUILD)/trace-demo.json \
 	  --expect-thread "main thread" --expect-thread sq.worker \
 	  --expect-thread sq.manager --expect-thread sq.io
-	@echo "Open $(BUILD)/trace-demo.json in Perfetto UI (ui.perfetto.dev: Open trace file)"
-	@echo "or chrome://tracing (Load); docs/OBSERVABILITY.md tells how to read it."
+	$(CC) $(CFLAGS_ALL) -o $(BUILD)/examples/stall Examples/c/stall.c \
+	  $(STATIC) $(LDFLAGS_ALL) $(DEPS_LIBS)
+	SQ_TRACE=$(BUILD)/trace-stall.json $(BUILD)/examples/stall
+	python3 scripts/check-trace.py $(BUILD)/trace-stall.json \
+	  --expect-thread "main thread" --expect-thread sq.worker
+	python3 scripts/sq-trace-report --top 3 $(BUILD)/trace-stall.json
+	@echo "Open $(BUILD)/trace-demo.json or $(BUILD)/trace-stall.json in Perfetto UI"
+	@echo "(ui.perfetto.dev: Open trace file) or chrome://tracing (Load);"
+	@echo "docs/OBSERVABILITY.md tells how to read them."
 
 demo: lib
 	@mkdir -p $(BUILD)/examples

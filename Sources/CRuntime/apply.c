@@ -17,6 +17,7 @@
  * runs as a sync on any queue but a global one).
  */
 #include "queue_internal.h"
+#include "trace_internal.h"
 
 #include <stdlib.h>
 
@@ -59,6 +60,7 @@ _sq_apply_work(struct sq_apply_s *a)
 		 * iteration's writes. */
 		if (__atomic_add_fetch(&a->done, end - i, __ATOMIC_ACQ_REL)
 				== a->iterations) {
+			SQ_TRACE_RELEASE(SQ_WAIT_APPLY, NULL, a);
 			__atomic_store_n(&a->finished, 1, __ATOMIC_RELEASE);
 			_sq_futex_wake(&a->finished, 1);
 		}
@@ -136,8 +138,10 @@ _sq_apply_parallel(size_t iterations, struct sq_queue_s *queue, void *ctx,
 	_sq_apply_work(a);
 	if (__atomic_load_n(&a->finished, __ATOMIC_ACQUIRE) == 0) {
 		_sq_pool_block_begin(false);
+		SQ_TRACE_WAIT_BEGIN(SQ_WAIT_APPLY, NULL, a);
 		while (__atomic_load_n(&a->finished, __ATOMIC_ACQUIRE) == 0)
 			_sq_futex_wait(&a->finished, 0, NULL);
+		SQ_TRACE_WAIT_END(SQ_WAIT_APPLY, NULL, a);
 		_sq_pool_block_end();
 	}
 	_sq_apply_release(a);

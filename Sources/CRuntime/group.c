@@ -28,6 +28,7 @@
  * group released with work pending still wakes its waiters and notifies.
  */
 #include "queue_internal.h"
+#include "trace_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,8 +177,10 @@ _sq_group_leave(struct sq_group_s *g)
 	/* Notifications are submitted before waiters wake, as libdispatch
 	 * does: a waiter that returns finds them on their queues already. */
 	_sq_notify_fire(list);
-	if (old & GROUP_HAS_WAITERS)
+	if (old & GROUP_HAS_WAITERS) {
+		SQ_TRACE_RELEASE(SQ_WAIT_GROUP, NULL, g);
 		_sq_futex_wake(_sq_group_gen_word(g), INT_MAX);
+	}
 	/* Last: drop the reference taken when the group became non-empty. */
 	_sq_release_internal(g);
 }
@@ -236,6 +239,7 @@ sq_group_wait(sq_group_t group, sq_time_t timeout)
 	}
 	uint32_t gen = (uint32_t)(old >> GROUP_GEN_SHIFT);
 	_sq_pool_block_begin(false);
+	SQ_TRACE_WAIT_BEGIN(SQ_WAIT_GROUP, NULL, g);
 	int result;
 	for (;;) {
 		int r = _sq_futex_wait_until(_sq_group_gen_word(g), gen,
@@ -251,6 +255,7 @@ sq_group_wait(sq_group_t group, sq_time_t timeout)
 			break;
 		}
 	}
+	SQ_TRACE_WAIT_END(SQ_WAIT_GROUP, NULL, g);
 	_sq_pool_block_end();
 	return result;
 }

@@ -50,6 +50,7 @@
  */
 #include "event_internal.h"
 #include "introspect_internal.h"
+#include "trace_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -212,6 +213,12 @@ _sq_introspect_register(struct sq_object_s *o)
 void
 _sq_introspect_unregister(struct sq_object_s *o)
 {
+#ifndef SQ_NO_TRACE
+	/* Its description stays in a trace being recorded (its target
+	 * still lives: it goes after this). */
+	if (sq_trace_recording())
+		_sq_introspect_trace_gone(o);
+#endif
 	pthread_mutex_lock(&_sq_registry.lock);
 	uint32_t slot = __atomic_load_n(&o->reg_slot, __ATOMIC_RELAXED);
 	if (slot != 0) {
@@ -483,7 +490,8 @@ _sq_queue_count_one(struct sq_queue_s *q, bool *capped)
 
 bool
 _sq_introspect_scan_waits(uint64_t now, uint64_t threshold,
-		struct sq_sb_s *report)
+		struct sq_sb_s *report, const struct sq_watch_holder_s *holders,
+		size_t nholders)
 {
 	bool work = false;
 	pthread_mutex_lock(&_sq_registry.lock);
@@ -507,12 +515,109 @@ _sq_introspect_scan_waits(uint64_t now, uint64_t threshold,
 				"%s queue ", _sq_queue_kind(q));
 		_sq_sb_quote(report, _sq_object_label(q));
 		_sq_sb_printf(report, " has waited %llu ms with no job of it "
-				"starting\n", (unsigned long long)(waited /
+				"starting", (unsigned long long)(waited /
 				NSEC_PER_MSEC));
+		/* Who holds it: "held by thread 4242 running refresh_cache
+		 * for 130 ms". */
+		for (size_t k = 0; k < nholders; k++) {
+			if (holders[k].queue != q)
+				continue;
+			char fn[256];
+			_sq_symbol_name(holders[k].func, fn, sizeof(fn));
+			_sq_sb_printf(report, ", held by thread %d running %s "
+					"for %llu ms", (int)holders[k].tid, fn,
+					(unsigned long long)(now >
+					holders[k].since ? (now -
+					holders[k].since) / NSEC_PER_MSEC : 0));
+			break;
+		}
+		_sq_sb_printf(report, "\n");
 	}
 	pthread_mutex_unlock(&_sq_registry.lock);
 	return work;
 }
+
+#ifndef SQ_NO_TRACE
+
+/* One queue's or source's description for a trace (registry lock held:
+ * targets are alive). */
+static void
+_sq_trace_meta_queue(struct sq_trace_meta_s *m, struct sq_queue_s *q)
+{
+	struct sq_queue_s *t = __atomic_load_n(&q->obj.target,
+			__ATOMIC_ACQUIRE);
+	*m = (struct sq_trace_meta_s){
+		.kind = (uint8_t)q->type,
+		.key = _sq_trace_queue_key_of(q),
+		.target = t != NULL && t != q ? _sq_trace_queue_key_of(t) : 0,
+		.width = _sq_queue_is_serial(q) ||
+				q->type == SQ_QUEUE_TYPE_MAIN ? 1 : 0,
+	};
+}
+
+static void
+_sq_trace_meta_source(struct sq_trace_meta_s *m, struct sq_source_s *s)
+{
+	struct sq_queue_s *t = __atomic_load_n(&s->obj.target,
+			__ATOMIC_ACQUIRE);
+	*m = (struct sq_trace_meta_s){
+		.source = true,
+		.kind = (uint8_t)s->type->kind,
+		.key = (uintptr_t)s,
+		.target = t != NULL ? _sq_trace_queue_key_of(t) : 0,
+		.handle = s->handle,
+	};
+	sq_spinlock_lock(&s->handler_lock);
+	if (s->handlers[0] != NULL)
+		m->handler = (uintptr_t)s->handlers[0]->func;
+	sq_spinlock_unlock(&s->handler_lock);
+	if (s->type->kind == SQ_SOURCE_TIMER) {
+		sq_spinlock_lock(&s->timer_lock);
+		m->interval = s->timer_interval;
+		m->leeway = s->timer_leeway;
+		sq_spinlock_unlock(&s->timer_lock);
+	}
+}
+
+size_t
+_sq_introspect_trace_meta(struct sq_trace_meta_s **out)
+{
+	pthread_mutex_lock(&_sq_registry.lock);
+	size_t cap = _sq_registry.count + 1 + SQ_ROOT_COUNT, n = 0;
+	struct sq_trace_meta_s *m = malloc(cap * sizeof(*m));
+	if (m == NULL) {
+		pthread_mutex_unlock(&_sq_registry.lock);
+		*out = NULL;
+		return 0;
+	}
+	_sq_trace_meta_queue(&m[n++], &_sq_main_queue);
+	for (int i = 0; i < SQ_ROOT_COUNT; i++)
+		_sq_trace_meta_queue(&m[n++], &_sq_root_queues[i]);
+	for (uint32_t i = 0; i < _sq_registry.count; i++) {
+		struct sq_object_s *o = _sq_registry.objects[i];
+		if (o->vtable->debug == _sq_queue_debug)
+			_sq_trace_meta_queue(&m[n++], (struct sq_queue_s *)o);
+		else if (o->vtable->debug == _sq_source_debug)
+			_sq_trace_meta_source(&m[n++], (struct sq_source_s *)o);
+	}
+	pthread_mutex_unlock(&_sq_registry.lock);
+	*out = m;
+	return n;
+}
+
+void
+_sq_introspect_trace_gone(struct sq_object_s *o)
+{
+	struct sq_trace_meta_s m;
+	if (o->vtable->debug == _sq_queue_debug)
+		_sq_trace_meta_queue(&m, (struct sq_queue_s *)o);
+	else if (o->vtable->debug == _sq_source_debug)
+		_sq_trace_meta_source(&m, (struct sq_source_s *)o);
+	else
+		return;
+	_sq_trace_meta_record(&m);
+}
+#endif /* SQ_NO_TRACE */
 
 /* ---- Descriptions -------------------------------------------------------- */
 
@@ -1129,7 +1234,19 @@ _sq_render_text(struct sq_sb_s *sb, const sq_snapshot_t *s)
 		const sq_snapshot_thread_t *t = &s->threads[i];
 		_sq_sb_printf(sb, "  thread %d ", (int)t->tid);
 		_sq_sb_quote(sb, t->name);
-		_sq_sb_printf(sb, ": %s", t->busy ? "running a task" : "idle");
+		/* "running 'com.example.requests': handle_request" */
+		if (t->busy && (t->task_queue || t->function)) {
+			_sq_sb_printf(sb, ": running ");
+			if (t->task_queue) {
+				_sq_sb_quote(sb, t->task_queue);
+				_sq_sb_printf(sb, ": ");
+			}
+			_sq_sb_printf(sb, "%s", t->function ? t->function
+					: "a task");
+		} else {
+			_sq_sb_printf(sb, ": %s", t->busy ? "running a task" :
+					t->waiting_for ? "not in a task" : "idle");
+		}
 		if (t->queue) {
 			_sq_sb_printf(sb, ", holding queue ");
 			_sq_sb_quote(sb, t->queue);
@@ -1141,6 +1258,19 @@ _sq_render_text(struct sq_sb_s *sb, const sq_snapshot_t *s)
 			_sq_sb_quote(sb, t->waiting_for);
 			_sq_sb_printf(sb, " for %lld ms",
 					(long long)t->waiting_ms);
+		}
+		if (t->holder_tid != 0) {
+			_sq_sb_printf(sb, ", held by thread %d",
+					(int)t->holder_tid);
+			if (t->holder_queue || t->holder_function) {
+				_sq_sb_printf(sb, " running ");
+				if (t->holder_queue) {
+					_sq_sb_quote(sb, t->holder_queue);
+					_sq_sb_printf(sb, ": ");
+				}
+				_sq_sb_printf(sb, "%s", t->holder_function ?
+						t->holder_function : "a task");
+			}
 		}
 		_sq_sb_printf(sb, "\n");
 	}
@@ -1239,6 +1369,17 @@ _sq_render_json(struct sq_sb_s *sb, const sq_snapshot_t *s)
 		_sq_sb_json_string(sb, t->waiting_for);
 		_sq_sb_printf(sb, ",");
 		_sq_json_int(sb, "waiting_ms", t->waiting_ms, true);
+		_sq_sb_printf(sb, ",\"task_queue\":");
+		_sq_sb_json_string(sb, t->task_queue);
+		_sq_sb_printf(sb, ",\"function\":");
+		_sq_sb_json_string(sb, t->function);
+		_sq_sb_printf(sb, ",");
+		_sq_json_int(sb, "holder_tid", t->holder_tid ? t->holder_tid
+				: -1, true);
+		_sq_sb_printf(sb, ",\"holder_queue\":");
+		_sq_sb_json_string(sb, t->holder_queue);
+		_sq_sb_printf(sb, ",\"holder_function\":");
+		_sq_sb_json_string(sb, t->holder_function);
 		_sq_sb_printf(sb, "}");
 	}
 	_sq_sb_printf(sb, "]}\n");

@@ -53,8 +53,17 @@ SQ_INTERNAL bool _sq_introspect_queue_label(const struct sq_queue_s *q,
  * `report` for queued work that has waited `threshold` ns or more and was
  * not reported yet, and returns whether any queue that may run has work
  * queued. */
+/* A thread holding a queue, as the watchdog saw it (`queue` only compared,
+ * never followed): the report of a queue's waiting work names it. */
+struct sq_watch_holder_s {
+	const struct sq_queue_s *queue;
+	pid_t tid;
+	const void *func;        /* its task's function */
+	uint64_t since;          /* coarse ns */
+};
 SQ_INTERNAL bool _sq_introspect_scan_waits(uint64_t now, uint64_t threshold,
-		struct sq_sb_s *report);
+		struct sq_sb_s *report, const struct sq_watch_holder_s *holders,
+		size_t nholders);
 
 /* ---- Snapshots ---------------------------------------------------------- */
 

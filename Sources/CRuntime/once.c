@@ -12,6 +12,7 @@
  * hanging forever.
  */
 #include "internal.h"
+#include "trace_internal.h"
 
 #define ONCE_RUNNING ((intptr_t)1)
 #define ONCE_WAITERS ((intptr_t)2)
@@ -40,8 +41,10 @@ _sq_once_f_slow(sq_once_t *predicate, void *context, sq_function_t function)
 		/* Release: whoever loads DONE sees everything function wrote. */
 		intptr_t prev = __atomic_exchange_n(predicate, _SQ_ONCE_DONE,
 				__ATOMIC_RELEASE);
-		if (prev & ONCE_WAITERS)
+		if (prev & ONCE_WAITERS) {
+			SQ_TRACE_RELEASE(SQ_WAIT_ONCE, NULL, predicate);
 			_sq_futex_wake(_sq_once_futex_word(predicate), INT_MAX);
+		}
 		return;
 	}
 
@@ -61,7 +64,9 @@ _sq_once_f_slow(sq_once_t *predicate, void *context, sq_function_t function)
 				continue;
 			v |= ONCE_WAITERS;
 		}
+		SQ_TRACE_WAIT_BEGIN(SQ_WAIT_ONCE, NULL, predicate);
 		_sq_futex_wait(_sq_once_futex_word(predicate), (uint32_t)v,
 				NULL);
+		SQ_TRACE_WAIT_END(SQ_WAIT_ONCE, NULL, predicate);
 	}
 }

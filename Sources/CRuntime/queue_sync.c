@@ -30,7 +30,11 @@ struct sq_sync_cont_s {
 	struct sq_sync_waiter_s waiter;
 	int32_t owners; /* caller and drainer: the last one frees it */
 	bool barrier;
+	bool traced;    /* the caller's wait slice is open (trace.c) */
 };
+
+#define SQ_SYNC_WAIT_KIND(sc)                                                  \
+	((sc)->barrier ? SQ_WAIT_BARRIER_SYNC : SQ_WAIT_SYNC)
 
 /* Whether the calling thread holds `q` exclusively (or at all). */
 struct sq_frame_s *
@@ -249,6 +253,8 @@ _sq_sync_handoff(struct sq_cont_s *c)
 		 * took over its queue's target chain reaches its own
 		 * continuation ("Taking a queue over"): run it here. */
 		_sq_sync_run_here(c->queue, sc->barrier, c->ctx, c->func);
+		if (sc != _sq_sync_own)
+			SQ_TRACE_RELEASE(SQ_SYNC_WAIT_KIND(sc), c->queue, sc);
 		__atomic_store_n(&w->state, SQ_SYNC_DONE, __ATOMIC_RELEASE);
 		if (sc != _sq_sync_own)
 			_sq_futex_wake(&w->state, 1);
@@ -258,6 +264,7 @@ _sq_sync_handoff(struct sq_cont_s *c)
 	/* Release: the caller sees everything the queue's earlier tasks
 	 * wrote; then wait (acquire) for the caller to finish, holding the
 	 * queue for it. */
+	SQ_TRACE_RELEASE(SQ_SYNC_WAIT_KIND(sc), c->queue, sc);
 	__atomic_store_n(&w->state, SQ_SYNC_GO, __ATOMIC_RELEASE);
 	_sq_futex_wake(&w->state, 1);
 	if (__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) == 0) {
@@ -430,8 +437,11 @@ _sq_drain_release(struct sq_queue_s *q)
 			 * woken caller's claim must see. */
 			if (__atomic_compare_exchange_n(&first->waiter.state,
 					&waiting, SQ_SYNC_RETRY, false,
-					__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+					__ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) {
+				SQ_TRACE_RELEASE(SQ_SYNC_WAIT_KIND(first), q,
+						first);
 				_sq_futex_wake(&first->waiter.state, 1);
+			}
 			_sq_sync_cont_release(first);
 			return;
 		}
@@ -489,6 +499,11 @@ _sq_sync_take_over(struct sq_queue_s *top, struct sq_sync_cont_s *sc)
 		}
 	}
 	SQ_CHAOS_POINT();
+	/* The caller's wait ends here: from now on it drains the queue. */
+	if (sc->traced) {
+		SQ_TRACE_WAIT_END(SQ_SYNC_WAIT_KIND(sc), sc->cont.queue, sc);
+		sc->traced = false;
+	}
 	struct sq_sync_cont_s *outer = _sq_sync_own;
 	_sq_sync_own = sc;
 	struct sq_frame_s frame;
@@ -584,12 +599,22 @@ _sq_sync_wait(struct sq_queue_s *q, struct sq_sync_cont_s *sc)
 			_sq_pool_block_begin(true);
 			blocked = true;
 		}
+		/* A wait slice covers the time asleep until the queue is
+		 * handed over or taken over (not a take-over's drain). */
+		if (!sc->traced) {
+			SQ_TRACE_WAIT_BEGIN(SQ_SYNC_WAIT_KIND(sc), q, sc);
+			sc->traced = true;
+		}
 		if (take_at != 0) {
 			(void)_sq_futex_wait_until(&sc->waiter.state,
 					SQ_SYNC_WAITING, (sq_time_t)take_at);
 			continue;
 		}
 		_sq_futex_wait(&sc->waiter.state, SQ_SYNC_WAITING, NULL);
+	}
+	if (sc->traced) {
+		SQ_TRACE_WAIT_END(SQ_SYNC_WAIT_KIND(sc), q, sc);
+		sc->traced = false;
 	}
 	if (blocked) {
 		_sq_pool_block_end();
@@ -636,6 +661,7 @@ _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 	sc->waiter.done = 0;
 	sc->owners = 2;
 	sc->barrier = barrier;
+	sc->traced = false;
 	if (barrier)
 		__atomic_add_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
 	/* A serial queue on a root queue can be taken over by its waiting

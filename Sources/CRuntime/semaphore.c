@@ -36,6 +36,7 @@
  * wall-clock jump cannot stretch a monotonic wait.
  */
 #include "internal.h"
+#include "trace_internal.h"
 
 #include <stdio.h>
 
@@ -184,7 +185,9 @@ _sq_semaphore_sleep(struct sq_semaphore_s *s, sq_time_t deadline)
 		return 0; /* the word moved: look again */
 	uint64_t slept_at = _sq_monotonic_ns();
 	_sq_pool_block_begin(false);
+	SQ_TRACE_WAIT_BEGIN(SQ_WAIT_SEMAPHORE, NULL, s);
 	int r = _sq_futex_wait_until(&s->word, w + SQ_SEM_SLEEPER, deadline);
+	SQ_TRACE_WAIT_END(SQ_WAIT_SEMAPHORE, NULL, s);
 	_sq_pool_block_end();
 	__atomic_sub_fetch(&s->word, SQ_SEM_SLEEPER, __ATOMIC_RELAXED);
 	/* A token within the spin maximum: a spin would have caught it. */
@@ -235,6 +238,27 @@ sq_semaphore_wait(sq_semaphore_t semaphore, sq_time_t timeout)
 	return _sq_semaphore_wait_slow(s, timeout);
 }
 
+/* A thread waits (or is about to): hand it the unit. Out of line, so that
+ * the fast path keeps no register for the trace point here. */
+static SQ_NOINLINE intptr_t
+_sq_semaphore_signal_slow(struct sq_semaphore_s *s)
+{
+	/* Seq-cst: the release for the acquire CAS in
+	 * _sq_semaphore_take_token, and before the look at the sleepers (see
+	 * _sq_semaphore_sleep). The add returns the word, so nothing here
+	 * reads the semaphore after publishing the token: a waiter may take
+	 * it, return and free the semaphore at once (so the trace's release
+	 * comes first). */
+	SQ_TRACE_RELEASE(SQ_WAIT_SEMAPHORE, NULL, s);
+	uint32_t old_word = __atomic_fetch_add(&s->word, SQ_SEM_TOKEN,
+			__ATOMIC_SEQ_CST);
+	/* A private FUTEX_WAKE never touches the memory, and at worst
+	 * wakes someone spuriously. A spinning waiter needs no wake-up. */
+	if (old_word >= SQ_SEM_SLEEPER)
+		_sq_futex_wake(&s->word, 1);
+	return 1;
+}
+
 intptr_t
 sq_semaphore_signal(sq_semaphore_t semaphore)
 {
@@ -244,17 +268,5 @@ sq_semaphore_signal(sq_semaphore_t semaphore)
 	intptr_t old = __atomic_fetch_add(&s->value, 1, __ATOMIC_RELEASE);
 	if (SQ_LIKELY(old >= 0))
 		return 0;
-	/* A thread waits (or is about to): hand it the unit. Seq-cst: the
-	 * release for the acquire CAS in _sq_semaphore_take_token, and
-	 * before the look at the sleepers (see _sq_semaphore_sleep). The
-	 * add returns the word, so nothing here reads the semaphore after
-	 * publishing the token: a waiter may take it, return and free the
-	 * semaphore at once. */
-	uint32_t old_word = __atomic_fetch_add(&s->word, SQ_SEM_TOKEN,
-			__ATOMIC_SEQ_CST);
-	/* A private FUTEX_WAKE never touches the memory, and at worst
-	 * wakes someone spuriously. A spinning waiter needs no wake-up. */
-	if (old_word >= SQ_SEM_SLEEPER)
-		_sq_futex_wake(&s->word, 1);
-	return 1;
+	return _sq_semaphore_signal_slow(s);
 }

@@ -31,6 +31,7 @@
 #include "trace_internal.h"
 #include "event_internal.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -84,6 +85,25 @@ _sq_trace_attach_here(void)
 {
 }
 
+void
+_sq_trace_note(unsigned kind, const char *text, size_t len)
+{
+	(void)kind;
+	(void)text;
+	(void)len;
+}
+
+/* Without the trace writer's symbol tables: exported names only. */
+void
+_sq_symbol_name(const void *func, char *out, size_t size)
+{
+	Dl_info info;
+	if (func != NULL && dladdr(func, &info) != 0 && info.dli_sname != NULL)
+		snprintf(out, size, "%s", info.dli_sname);
+	else
+		snprintf(out, size, "%p", func);
+}
+
 #else /* !SQ_NO_TRACE */
 
 /* ---- Probes ------------------------------------------------------------------
@@ -128,6 +148,9 @@ SQ_SEMAPHORE(worker__park)
 SQ_SEMAPHORE(worker__spawn)
 SQ_SEMAPHORE(net__fire)
 SQ_SEMAPHORE(signal)
+SQ_SEMAPHORE(wait__start)
+SQ_SEMAPHORE(wait__end)
+SQ_SEMAPHORE(release)
 /* Arguments are integers: pointers go as uintptr_t. */
 #define SQ_P(x) ((uintptr_t)(x))
 #define SQ_PROBE1(name, a) STAP_PROBE1(swiftqueues, name, SQ_P(a))
@@ -498,18 +521,20 @@ _sq_trace_labels_grow(void)
 	return true;
 }
 
-static SQ_NOINLINE uint32_t
-_sq_trace_intern(struct sq_queue_s *q)
+/* A text's number in the table (0 when memory ran out): queue labels,
+ * and the texts of notes (a watchdog reports each stall once, so they
+ * stay few). */
+static uint32_t
+_sq_trace_intern_text(const char *text)
 {
-	const char *label = _sq_object_label(q);
-	uint32_t h = _sq_trace_hash(label), id = 0;
+	uint32_t h = _sq_trace_hash(text), id = 0;
 	sq_spinlock_lock(&_sq_trace_labels.lock);
 	if (_sq_trace_labels_grow()) {
 		uint32_t mask = _sq_trace_labels.index_cap - 1;
 		for (;; h++) {
 			uint32_t x = _sq_trace_labels.index[h & mask];
 			if (x == 0) {
-				char *copy = strdup(label);
+				char *copy = strdup(text);
 				if (copy != NULL) {
 					id = ++_sq_trace_labels.count;
 					_sq_trace_labels.names[id - 1] = copy;
@@ -517,13 +542,20 @@ _sq_trace_intern(struct sq_queue_s *q)
 				}
 				break;
 			}
-			if (strcmp(_sq_trace_labels.names[x - 1], label) == 0) {
+			if (strcmp(_sq_trace_labels.names[x - 1], text) == 0) {
 				id = x;
 				break;
 			}
 		}
 	}
 	sq_spinlock_unlock(&_sq_trace_labels.lock);
+	return id;
+}
+
+static SQ_NOINLINE uint32_t
+_sq_trace_intern(struct sq_queue_s *q)
+{
+	uint32_t id = _sq_trace_intern_text(_sq_object_label(q));
 	/* Relaxed: a number, read only to be recorded; racing interns of
 	 * one queue find the same number. */
 	__atomic_store_n(&q->trace_label, id, __ATOMIC_RELAXED);
@@ -547,6 +579,12 @@ _sq_trace_queue_key(struct sq_queue_s *q)
 	if (SQ_UNLIKELY(id == 0))
 		id = _sq_trace_intern(q);
 	return _sq_trace_key(id, q);
+}
+
+uint64_t
+_sq_trace_queue_key_of(struct sq_queue_s *q)
+{
+	return _sq_trace_queue_key(q);
 }
 
 /* ---- The records of each kind -------------------------------------------- */
@@ -647,19 +685,24 @@ _sq_trace_swift_job_begin(void *job)
 			priority, 0), id, (uintptr_t)job);
 }
 
+/* Handlers and events keep the source's address in a (the writer finds
+ * its description) and a small number in the flow field, which they use
+ * for no arrow: the source kind, the handle (an I/O handler: the
+ * descriptor in a, no source). */
 static void
 _sq_trace_handler_begin(unsigned source_kind, unsigned handler,
-		const void *func)
+		const void *func, uintptr_t source)
 {
 	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, SQ_TRACE_HANDLER, handler,
-			0), source_kind, (uintptr_t)func);
+			source_kind), source, (uintptr_t)func);
 }
 
 static void
-_sq_trace_event_begin(unsigned source_kind, uintptr_t handle, uintptr_t data)
+_sq_trace_event_begin(unsigned source_kind, uintptr_t handle, uintptr_t data,
+		uintptr_t source)
 {
 	_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, SQ_TRACE_EVENT,
-			source_kind, 0), handle, data);
+			source_kind, (uint32_t)handle), source, data);
 }
 
 static void
@@ -793,11 +836,13 @@ _sq_obs_swift_job_end(void *job)
 
 void
 _sq_obs_handler_begin(unsigned source_kind, const char *type_name,
-		uintptr_t handle, unsigned handler, const void *func)
+		uintptr_t handle, unsigned handler, const void *func,
+		const void *source)
 {
 	SQ_PROBE4(handler__start, type_name, handle, handler, func);
 	if (SQ_RECORDING())
-		_sq_trace_handler_begin(source_kind, handler, func);
+		_sq_trace_handler_begin(source_kind, handler, func, source ?
+				(uintptr_t)source : handle);
 }
 
 void
@@ -810,11 +855,12 @@ _sq_obs_handler_end(const char *type_name, uintptr_t handle)
 
 void
 _sq_obs_event_begin(unsigned source_kind, const char *type_name,
-		uintptr_t handle, uintptr_t data)
+		uintptr_t handle, uintptr_t data, const void *source)
 {
 	SQ_PROBE3(source__event, type_name, handle, data);
 	if (SQ_RECORDING())
-		_sq_trace_event_begin(source_kind, handle, data);
+		_sq_trace_event_begin(source_kind, handle, data,
+				(uintptr_t)source);
 }
 
 void
@@ -883,6 +929,77 @@ _sq_obs_raise(struct sq_queue_s *q, int root)
 	if (SQ_RECORDING())
 		_sq_trace_instant(SQ_TRACE_RAISE, _sq_trace_queue_key(q),
 				(uint64_t)root);
+}
+
+void
+_sq_obs_wait_begin(unsigned kind, struct sq_queue_s *q, const void *object)
+{
+	SQ_PROBE3(wait__start, kind, q ? q->obj.label : NULL, object);
+	if (SQ_RECORDING())
+		_sq_trace_put(_sq_trace_word(SQ_REC_BEGIN, SQ_TRACE_WAIT, kind,
+				0), _sq_trace_queue_key(q), (uintptr_t)object);
+}
+
+void
+_sq_obs_wait_end(unsigned kind, struct sq_queue_s *q, const void *object)
+{
+	SQ_PROBE2(wait__end, kind, object);
+	/* The end repeats the wait's queue and object: the writer pairs
+	 * releases with wait ends, and counts sync waits in the depth. */
+	if (SQ_RECORDING())
+		_sq_trace_put(_sq_trace_word(SQ_REC_END, SQ_TRACE_WAIT, kind,
+				0), _sq_trace_queue_key(q), (uintptr_t)object);
+}
+
+void
+_sq_obs_release(unsigned kind, struct sq_queue_s *q, const void *object)
+{
+	SQ_PROBE2(release, kind, object);
+	if (!SQ_RECORDING())
+		return;
+	struct sq_trace_buf_s *b = _sq_trace_ring();
+	if (b == NULL)
+		return;
+	_sq_trace_append(b, _sq_trace_clock(), _sq_trace_word(SQ_REC_RELEASE,
+			0, kind, _sq_trace_new_flow(b)), _sq_trace_queue_key(q),
+			(uintptr_t)object);
+}
+
+void
+_sq_trace_meta_record(const struct sq_trace_meta_s *m)
+{
+	if (!SQ_RECORDING())
+		return;
+	if (!m->source) {
+		_sq_trace_put(_sq_trace_word(SQ_REC_META, SQ_META_QUEUE,
+				m->kind, (uint32_t)m->width), m->key, m->target);
+		return;
+	}
+	_sq_trace_put(_sq_trace_word(SQ_REC_META, SQ_META_SOURCE, m->kind,
+			(uint32_t)m->handle), m->key, m->target);
+	_sq_trace_put(_sq_trace_word(SQ_REC_META, SQ_META_HANDLER, 0, 0),
+			m->key, m->handler);
+	if (m->interval != 0 || m->leeway != 0) {
+		_sq_trace_put(_sq_trace_word(SQ_REC_META, SQ_META_INTERVAL, 0,
+				0), m->key, m->interval);
+		_sq_trace_put(_sq_trace_word(SQ_REC_META, SQ_META_LEEWAY, 0,
+				0), m->key, m->leeway);
+	}
+}
+
+void
+_sq_trace_note(unsigned kind, const char *text, size_t len)
+{
+	if (!SQ_RECORDING())
+		return;
+	char line[512];
+	if (len >= sizeof(line))
+		len = sizeof(line) - 1;
+	memcpy(line, text, len);
+	line[len] = '\0';
+	uint32_t id = _sq_trace_intern_text(line);
+	if (id != 0)
+		_sq_trace_instant(SQ_TRACE_NOTE, id, kind);
 }
 
 void
@@ -1019,6 +1136,10 @@ sq_trace_stop(void)
 	_sq_trace.recording = false;
 	uint64_t end_raw, end_ns;
 	_sq_trace_clock_pair(&end_raw, &end_ns);
+	/* The live queues and sources, described once (their labels are
+	 * interned here, so before the table is copied). */
+	struct sq_trace_meta_s *meta = NULL;
+	size_t nmeta = _sq_introspect_trace_meta(&meta);
 	/* A copy of the label table's pointers (a late record may still
 	 * add a label and move the table; the texts never move). */
 	sq_spinlock_lock(&_sq_trace_labels.lock);
@@ -1038,9 +1159,12 @@ sq_trace_stop(void)
 		.end_ns = end_ns,
 		.labels = labels,
 		.nlabels = labels != NULL ? nlabels : 0,
+		.meta = meta,
+		.nmeta = nmeta,
 	};
 	int err = _sq_trace_write_json(&out);
 	free(labels);
+	free(meta);
 	if (close(_sq_trace.fd) != 0 && err == 0)
 		err = errno;
 	_sq_trace.fd = -1;

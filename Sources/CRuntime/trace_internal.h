@@ -41,6 +41,22 @@ enum sq_trace_slice {
 	SQ_TRACE_EVENT,       /* an event folded into a source */
 	SQ_TRACE_TIMER,       /* a timer entry firing on the event loop */
 	SQ_TRACE_IO,          /* an I/O operation's system call */
+	SQ_TRACE_WAIT,        /* a thread blocked in a wait (sq_trace_wait) */
+};
+
+/* What a blocked thread waits for (a wait slice's and a release's small
+ * field). Records: a, the queue's key (sync waits) or 0; b, the object
+ * that pairs a release with the wait it ends (the sync continuation, the
+ * semaphore, group or work item, the apply, the once predicate). */
+enum sq_trace_wait {
+	SQ_WAIT_SYNC = 1,     /* sq_sync: the queue, before it is taken */
+	SQ_WAIT_BARRIER_SYNC, /* sq_barrier_sync: the same */
+	SQ_WAIT_SEMAPHORE,    /* sq_semaphore_wait, asleep */
+	SQ_WAIT_GROUP,        /* sq_group_wait, asleep */
+	SQ_WAIT_WORKITEM,     /* sq_workitem_wait, asleep */
+	SQ_WAIT_APPLY,        /* sq_apply_f's caller, for its helpers' last
+	                         iterations */
+	SQ_WAIT_ONCE,         /* sq_once_f, while another thread runs it */
 };
 
 /* Submissions (where a flow arrow starts). */
@@ -65,6 +81,13 @@ enum sq_trace_instant {
 	SQ_TRACE_SIGNAL,      /* a: signal number */
 	SQ_TRACE_RAISE,       /* a: queue key; b: the class it was raised to
 	                         (root index) */
+	SQ_TRACE_NOTE,        /* a: the text's number (the label table); b:
+	                         SQ_NOTE_* */
+};
+
+/* What a note is (instants with text). */
+enum sq_trace_note {
+	SQ_NOTE_WATCHDOG = 1, /* a watchdog finding */
 };
 
 /* ---- The word every point looks at ----------------------------------------- */
@@ -145,10 +168,11 @@ SQ_INTERNAL void _sq_obs_swift_job_begin(void *job);
 SQ_INTERNAL void _sq_obs_swift_job_end(void *job);
 SQ_INTERNAL void _sq_obs_handler_begin(unsigned source_kind,
 		const char *type_name, uintptr_t handle, unsigned handler,
-		const void *func);
+		const void *func, const void *source);
 SQ_INTERNAL void _sq_obs_handler_end(const char *type_name, uintptr_t handle);
 SQ_INTERNAL void _sq_obs_event_begin(unsigned source_kind,
-		const char *type_name, uintptr_t handle, uintptr_t data);
+		const char *type_name, uintptr_t handle, uintptr_t data,
+		const void *source);
 SQ_INTERNAL void _sq_obs_timer_begin(uint32_t flow, bool after,
 		uint64_t deadline, uint64_t now);
 SQ_INTERNAL void _sq_obs_io_begin(uint32_t flow, int fd, bool write,
@@ -159,6 +183,16 @@ SQ_INTERNAL void _sq_obs_pool(unsigned kind, uint64_t a, uint64_t b,
 		int32_t live, int32_t idle, int32_t searching);
 SQ_INTERNAL void _sq_obs_signal(int signo);
 SQ_INTERNAL void _sq_obs_raise(struct sq_queue_s *q, int root);
+SQ_INTERNAL void _sq_obs_wait_begin(unsigned kind, struct sq_queue_s *q,
+		const void *object);
+SQ_INTERNAL void _sq_obs_wait_end(unsigned kind, struct sq_queue_s *q,
+		const void *object);
+SQ_INTERNAL void _sq_obs_release(unsigned kind, struct sq_queue_s *q,
+		const void *object);
+/* A line of text as an instant on the calling thread (a watchdog
+ * finding), while a trace is recorded. */
+SQ_INTERNAL void _sq_trace_note(unsigned kind, const char *text,
+		size_t len);
 
 /* The next submission (or in-place run) on this thread continues this
  * flow instead of starting one: an after's work, from its timer. */
@@ -192,6 +226,18 @@ _sq_trace_set_role(int role, int index)
  * handler, which must not allocate, can record the signals it catches. */
 SQ_INTERNAL void _sq_trace_attach_here(void);
 
+/* Symbol tables of the modules looked at so far (trace_symbols.c). */
+struct sq_module_s;
+/* The name for one function pointer, malloc'd (NULL: out of memory);
+ * `modules` keeps the tables read, for the next lookups. */
+SQ_INTERNAL char *_sq_symbolize(struct sq_module_s **modules, uintptr_t addr);
+SQ_INTERNAL void _sq_modules_free(struct sq_module_s *modules);
+
+/* A function's name as traces give it (the symbol, static functions too,
+ * Swift names demangled; else module+offset): for snapshots and the
+ * watchdog. Slow (reads the module's symbol table): not for hot paths. */
+SQ_INTERNAL void _sq_symbol_name(const void *func, char *out, size_t size);
+
 /* Swift jobs (swift_executor.c): the job's task id and priority. */
 SQ_INTERNAL void _sq_swift_job_info(void *job, uint64_t *task_id,
 		unsigned *priority);
@@ -207,6 +253,18 @@ enum {
 	SQ_REC_SUBMIT,    /* kind: submit kind; flow: started here (out) */
 	SQ_REC_INSTANT,   /* kind: instant kind */
 	SQ_REC_POOL,      /* a: live | idle << 16 | searching << 32 */
+	SQ_REC_RELEASE,   /* small: SQ_WAIT_*; a, b: as a wait's; flow: the
+	                     arrow to the wait it ends (the writer pairs them) */
+	SQ_REC_META,      /* a queue's or source's description, in parts
+	                     (kind: SQ_META_*; a: its key) */
+};
+
+enum {
+	SQ_META_QUEUE = 1,  /* small: type; flow: width; b: target key */
+	SQ_META_SOURCE,     /* small: type kind; flow: handle; b: target key */
+	SQ_META_HANDLER,    /* b: the event handler's function */
+	SQ_META_INTERVAL,   /* b: a timer's interval, ns */
+	SQ_META_LEEWAY,     /* b: a timer's leeway, ns */
 };
 
 struct sq_trace_rec_s {
@@ -241,6 +299,28 @@ struct sq_trace_buf_s {
 	struct sq_trace_buf_s *next; /* the registry, under its lock */
 } __attribute__((aligned(2 * SQ_CACHELINE)));
 
+/* A queue or source alive at the stop, as the trace describes it once. */
+struct sq_trace_meta_s {
+	bool source;
+	uint8_t kind;         /* queue: SQ_QUEUE_TYPE_*; source: type kind */
+	uint64_t key;         /* queue: its key; source: its address */
+	uint64_t target;      /* the target queue's key */
+	int32_t width;        /* queue: concurrent width (0: unlimited) */
+	uintptr_t handle;     /* source */
+	uintptr_t handler;    /* source: the event handler's function */
+	uint64_t interval, leeway; /* timer sources, ns */
+};
+
+/* Fills the live queues and sources (introspect.c walks its registry;
+ * trace.c gives each its key). Returns the count, or 0 when memory ran
+ * out; *out is malloc'd. */
+SQ_INTERNAL size_t _sq_introspect_trace_meta(struct sq_trace_meta_s **out);
+SQ_INTERNAL uint64_t _sq_trace_queue_key_of(struct sq_queue_s *q);
+/* A queue or source that goes away while a trace is recorded leaves its
+ * description in the trace (SQ_REC_META records). */
+SQ_INTERNAL void _sq_trace_meta_record(const struct sq_trace_meta_s *m);
+SQ_INTERNAL void _sq_introspect_trace_gone(struct sq_object_s *o);
+
 /* What trace_write.c needs to write one recording. */
 struct sq_trace_json_s {
 	int fd;                          /* the trace file (duplicated) */
@@ -250,6 +330,8 @@ struct sq_trace_json_s {
 	uint64_t end_raw, end_ns;        /* and at the stop */
 	char *const *labels;             /* label number - 1 -> text */
 	uint32_t nlabels;
+	const struct sq_trace_meta_s *meta; /* the live queues and sources */
+	size_t nmeta;
 };
 
 /* Writes the trace; returns 0 or an errno value. */
@@ -345,7 +427,7 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
  * takes an out-of-line copy when observed (source.c). */
 #define SQ_OBS_HANDLER_BEGIN(s, handler, func)                                 \
 	_sq_obs_handler_begin((s)->type->kind, (s)->type->name, (s)->handle,   \
-			(handler), (const void *)(func))
+			(handler), (const void *)(func), (s))
 #define SQ_OBS_HANDLER_END(s) _sq_obs_handler_end((s)->type->name, (s)->handle)
 
 /* An I/O handler function is called for a channel on descriptor fd. */
@@ -353,7 +435,7 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 	do {                                                                   \
 		if (SQ_OBSERVED())                                             \
 			_sq_obs_handler_begin(0, "I/O", (uintptr_t)(fd), 0,    \
-					(const void *)(func));                 \
+					(const void *)(func), NULL);           \
 	} while (0)
 
 #define SQ_TRACE_IO_HANDLER_END(fd)                                            \
@@ -366,7 +448,7 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
  * looks once for both ends (source.c). */
 #define SQ_OBS_EVENT_BEGIN(s, value)                                           \
 	_sq_obs_event_begin((s)->type->kind, (s)->type->name, (s)->handle,     \
-			(value))
+			(value), (s))
 #define SQ_OBS_EVENT_END() _sq_obs_end(SQ_TRACE_EVENT)
 
 /* Timer entry t fires on the loop (`now` on its clock). */
@@ -418,6 +500,30 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 			_sq_obs_signal(signo);                                 \
 	} while (0)
 
+/* The calling thread blocks (only where it really sleeps: a wait that
+ * ends at once records nothing) waiting for `object`, for queue q's turn
+ * (sync waits; NULL otherwise), and wakes. */
+#define SQ_TRACE_WAIT_BEGIN(kind, q, object)                                   \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_wait_begin((kind), (q), (object));             \
+	} while (0)
+
+#define SQ_TRACE_WAIT_END(kind, q, object)                                     \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_wait_end((kind), (q), (object));               \
+	} while (0)
+
+/* The calling thread ends the waits on `object` (a hand-off of q to its
+ * sync caller, a semaphore signal that wakes a sleeper, a group's
+ * emptying, a work item's end): the start of the arrow to the wait. */
+#define SQ_TRACE_RELEASE(kind, q, object)                                      \
+	do {                                                                   \
+		if (SQ_OBSERVED())                                             \
+			_sq_obs_release((kind), (q), (object));                \
+	} while (0)
+
 /* The next submissions from this thread continue `flow` / are of `kind`:
  * plain thread-local stores, made whether or not anything is observed, so
  * none is left set for the next recording. */
@@ -449,6 +555,9 @@ SQ_INTERNAL int _sq_trace_write_json(const struct sq_trace_json_s *in);
 #define SQ_TRACE_IO_END(fd, result) ((void)(fd))
 #define SQ_TRACE_POOL(kind, a, b, live, idle, searching) ((void)0)
 #define SQ_TRACE_SIGNAL(signo) ((void)0)
+#define SQ_TRACE_WAIT_BEGIN(kind, q, object) ((void)0)
+#define SQ_TRACE_WAIT_END(kind, q, object) ((void)0)
+#define SQ_TRACE_RELEASE(kind, q, object) ((void)0)
 #define SQ_TRACE_QUEUE_RAISE(q, root) ((void)0)
 #define SQ_TRACE_INHERIT(flow) ((void)0)
 #define SQ_TRACE_SUBMIT_KIND(kind) ((void)0)

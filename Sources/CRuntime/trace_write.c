@@ -2,8 +2,9 @@
  * SwiftQueues — writing a recorded trace (trace.c records it): the rings
  * of one recording turned into Chrome's JSON trace event format. A track
  * per thread, named after its role; a slice per task named by its queue's
- * label with its function's name (looked up only now: dladdr, then the
- * module's own symbol table, which also names static functions); arrows
+ * label with its function's name (looked up only now, trace_symbols.c);
+ * waits with arrows from what released them; queues and sources described
+ * once; arrows
  * from each submission to the run it led to, kept only when both ends are
  * in the trace; instants; counters for the pool and each queue's depth
  * (worked out from the submissions and runs, so recording counts
@@ -14,11 +15,8 @@
 
 #ifndef SQ_NO_TRACE
 
-#include <dlfcn.h>
-#include <elf.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,228 +29,6 @@
  * (plus every return to empty), so a million submissions do not make a
  * million counter points. */
 #define SQ_TRACE_DEPTH_STEP_NS 20000u
-
-/* ---- Symbols ----------------------------------------------------------------
- *
- * A function pointer's name: dladdr finds exported symbols; the module's
- * own symbol table (.symtab, when not stripped) also has static and hidden
- * functions, so a program's `static void work(void *)` gets its name
- * without -rdynamic. Swift names are demangled when the Swift runtime is
- * in the process. Everything here runs only while the trace is written. */
-
-struct sq_sym_s {
-	uintptr_t addr;
-	uintptr_t size;
-	const char *name;
-};
-
-struct sq_module_s {
-	uintptr_t base;        /* dli_fbase */
-	uintptr_t bias;        /* added to a symbol's value */
-	void *map;             /* the file, mapped */
-	size_t map_len;
-	struct sq_sym_s *syms; /* functions, by address */
-	size_t count;
-	char *path;
-	struct sq_module_s *next;
-};
-
-extern char *swift_demangle(const char *mangled, size_t length, char *out,
-		size_t *out_length, uint32_t flags) __attribute__((weak));
-
-static int
-_sq_sym_cmp(const void *x, const void *y)
-{
-	const struct sq_sym_s *a = x, *b = y;
-	return a->addr < b->addr ? -1 : a->addr > b->addr;
-}
-
-static void
-_sq_module_load(struct sq_module_s *m, const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	struct stat st;
-	if (fstat(fd, &st) != 0 || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
-		close(fd);
-		return;
-	}
-	void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd,
-			0);
-	close(fd);
-	if (map == MAP_FAILED)
-		return;
-	m->map = map;
-	m->map_len = (size_t)st.st_size;
-	const unsigned char *file = map;
-	const Elf64_Ehdr *eh = map;
-	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-			eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-			eh->e_shoff == 0 || eh->e_shentsize != sizeof(Elf64_Shdr)
-			|| eh->e_shoff + (size_t)eh->e_shnum * sizeof(Elf64_Shdr)
-			> m->map_len)
-		return;
-	/* Symbol values are link-time addresses: the load bias is the
-	 * mapping's start less the first loaded segment's page. */
-	if (eh->e_type == ET_DYN && eh->e_phoff + (size_t)eh->e_phnum *
-			sizeof(Elf64_Phdr) <= m->map_len) {
-		const Elf64_Phdr *ph = (const Elf64_Phdr *)(file + eh->e_phoff);
-		uintptr_t first = 0;
-		for (int i = 0; i < eh->e_phnum; i++) {
-			if (ph[i].p_type == PT_LOAD) {
-				first = ph[i].p_vaddr & ~(uintptr_t)0xfff;
-				break;
-			}
-		}
-		m->bias = m->base - first;
-	}
-	const Elf64_Shdr *sh = (const Elf64_Shdr *)(file + eh->e_shoff);
-	const Elf64_Shdr *symtab = NULL;
-	for (int pass = 0; pass < 2 && symtab == NULL; pass++)
-		for (int i = 0; i < eh->e_shnum; i++)
-			if (sh[i].sh_type == (pass == 0 ? SHT_SYMTAB
-					: SHT_DYNSYM)) {
-				symtab = &sh[i];
-				break;
-			}
-	if (symtab == NULL || symtab->sh_link >= eh->e_shnum ||
-			symtab->sh_offset + symtab->sh_size > m->map_len)
-		return;
-	const Elf64_Shdr *strs = &sh[symtab->sh_link];
-	if (strs->sh_offset + strs->sh_size > m->map_len)
-		return;
-	const Elf64_Sym *sym = (const Elf64_Sym *)(file + symtab->sh_offset);
-	size_t n = symtab->sh_size / sizeof(Elf64_Sym);
-	m->syms = malloc(n * sizeof(*m->syms) + 1);
-	if (m->syms == NULL)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		if (ELF64_ST_TYPE(sym[i].st_info) != STT_FUNC ||
-				sym[i].st_shndx == SHN_UNDEF ||
-				sym[i].st_value == 0 ||
-				sym[i].st_name >= strs->sh_size)
-			continue;
-		m->syms[m->count++] = (struct sq_sym_s){
-			.addr = sym[i].st_value + m->bias,
-			.size = sym[i].st_size,
-			.name = (const char *)file + strs->sh_offset +
-					sym[i].st_name,
-		};
-	}
-	qsort(m->syms, m->count, sizeof(*m->syms), _sq_sym_cmp);
-}
-
-/* Where the main program is mapped (its ELF header). */
-static int
-_sq_main_base_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-	(void)size;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		if (info->dlpi_phdr[i].p_type == PT_LOAD) {
-			*(uintptr_t *)data = info->dlpi_addr +
-					(info->dlpi_phdr[i].p_vaddr &
-					~(uintptr_t)0xfff);
-			break;
-		}
-	}
-	return 1; /* the first object is the program */
-}
-
-static struct sq_module_s *
-_sq_module_for(struct sq_module_s **modules, const Dl_info *info)
-{
-	for (struct sq_module_s *m = *modules; m; m = m->next)
-		if (m->base == (uintptr_t)info->dli_fbase)
-			return m;
-	struct sq_module_s *m = calloc(1, sizeof(*m));
-	if (m == NULL)
-		return NULL;
-	m->base = (uintptr_t)info->dli_fbase;
-	/* The main program is read through /proc: the name dladdr gives
-	 * it may be relative, or empty. */
-	uintptr_t main_base = 0;
-	dl_iterate_phdr(_sq_main_base_cb, &main_base);
-	const char *path = info->dli_fname;
-	if (m->base == main_base || path == NULL || path[0] == '\0')
-		path = "/proc/self/exe";
-	m->path = strdup(path);
-	_sq_module_load(m, path);
-	m->next = *modules;
-	*modules = m;
-	return m;
-}
-
-/* The name for one function pointer, malloc'd. */
-static char *
-_sq_symbolize(struct sq_module_s **modules, uintptr_t addr)
-{
-	char buf[512];
-	Dl_info info;
-	if (addr == 0)
-		return strdup("");
-	if (dladdr((void *)addr, &info) == 0) {
-		snprintf(buf, sizeof(buf), "0x%" PRIxPTR, addr);
-		return strdup(buf);
-	}
-	const char *name = NULL;
-	uintptr_t offset = 0;
-	if (info.dli_sname != NULL && info.dli_saddr != NULL) {
-		name = info.dli_sname;
-		offset = addr - (uintptr_t)info.dli_saddr;
-	} else {
-		struct sq_module_s *m = _sq_module_for(modules, &info);
-		if (m != NULL && m->count > 0) {
-			size_t lo = 0, hi = m->count;
-			while (hi - lo > 1) {
-				size_t mid = (lo + hi) / 2;
-				if (m->syms[mid].addr <= addr)
-					lo = mid;
-				else
-					hi = mid;
-			}
-			struct sq_sym_s *s = &m->syms[lo];
-			if (s->addr <= addr && (addr < s->addr + s->size ||
-					(s->size == 0 && addr == s->addr))) {
-				name = s->name;
-				offset = addr - s->addr;
-			}
-		}
-		if (name == NULL) {
-			const char *slash = info.dli_fname ? strrchr(
-					info.dli_fname, '/') : NULL;
-			snprintf(buf, sizeof(buf), "%s+0x%" PRIxPTR,
-					slash ? slash + 1 : "program",
-					addr - (uintptr_t)info.dli_fbase);
-			return strdup(buf);
-		}
-	}
-	char *demangled = NULL;
-	if (swift_demangle != NULL && (strncmp(name, "$s", 2) == 0 ||
-			strncmp(name, "_$s", 3) == 0))
-		demangled = swift_demangle(name, strlen(name), NULL, NULL, 0);
-	if (offset != 0)
-		snprintf(buf, sizeof(buf), "%s+0x%" PRIxPTR,
-				demangled ? demangled : name, offset);
-	else
-		snprintf(buf, sizeof(buf), "%s", demangled ? demangled : name);
-	free(demangled);
-	return strdup(buf);
-}
-
-static void
-_sq_modules_free(struct sq_module_s *m)
-{
-	while (m) {
-		struct sq_module_s *next = m->next;
-		if (m->map)
-			munmap(m->map, m->map_len);
-		free(m->syms);
-		free(m->path);
-		free(m);
-		m = next;
-	}
-}
 
 /* ---- Writing: small hash maps ----------------------------------------------- */
 
@@ -360,6 +136,130 @@ _sq_names_free(struct sq_names_s *m)
 	_sq_modules_free(m->modules);
 }
 
+/* ---- Writing: waits and their releases --------------------------------------
+ *
+ * A blocked thread's wait is a slice from the moment it went to sleep to
+ * the moment it woke; the thread that ended it (handed the queue over,
+ * signalled the semaphore, emptied the group, finished the work item)
+ * recorded a release naming the same object. Each wait is paired with
+ * the last release of its object between its start and its end: an
+ * arrow from a mark at the release to a `woken` mark at the wait's end.
+ * A release that woke several waiters (a group, a work item) starts an
+ * arrow to each. */
+
+/* A record's place: its ring and its index there. */
+struct sq_rec_pos_s {
+	const struct sq_trace_buf_s *buf;
+	uint64_t index;
+};
+
+struct sq_release_s {
+	uint64_t object;
+	uint64_t t;
+	unsigned kind;
+	struct sq_rec_pos_s pos;
+};
+
+struct sq_arrow_s {
+	struct sq_rec_pos_s release, wait; /* the release, the wait's end */
+	uint32_t id;
+};
+
+struct sq_arrows_s {
+	struct sq_arrow_s *by_release, *by_wait; /* the same, two orders */
+	size_t count;
+};
+
+static int
+_sq_pos_cmp(const struct sq_rec_pos_s *a, const struct sq_rec_pos_s *b)
+{
+	if (a->buf != b->buf)
+		return (uintptr_t)a->buf < (uintptr_t)b->buf ? -1 : 1;
+	return a->index < b->index ? -1 : a->index > b->index;
+}
+
+static int
+_sq_arrow_release_cmp(const void *x, const void *y)
+{
+	const struct sq_arrow_s *a = x, *b = y;
+	int c = _sq_pos_cmp(&a->release, &b->release);
+	return c ? c : (a->id > b->id) - (a->id < b->id);
+}
+
+static int
+_sq_arrow_wait_cmp(const void *x, const void *y)
+{
+	return _sq_pos_cmp(&((const struct sq_arrow_s *)x)->wait,
+			&((const struct sq_arrow_s *)y)->wait);
+}
+
+static int
+_sq_release_cmp(const void *x, const void *y)
+{
+	const struct sq_release_s *a = x, *b = y;
+	if (a->kind != b->kind)
+		return a->kind < b->kind ? -1 : 1;
+	if (a->object != b->object)
+		return a->object < b->object ? -1 : 1;
+	return a->t < b->t ? -1 : a->t > b->t;
+}
+
+/* The first arrow (in `order`) whose position is at or after pos. */
+static size_t
+_sq_arrow_lower(const struct sq_arrow_s *order, size_t n, bool by_release,
+		const struct sq_rec_pos_s *pos)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		const struct sq_rec_pos_s *p = by_release ? &order[mid].release
+				: &order[mid].wait;
+		if (_sq_pos_cmp(p, pos) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static const char *
+_sq_wait_name(unsigned kind)
+{
+	static const char *const names[] = {
+		[SQ_WAIT_SYNC] = "wait for ",
+		[SQ_WAIT_BARRIER_SYNC] = "barrier wait for ",
+		[SQ_WAIT_SEMAPHORE] = "wait for semaphore",
+		[SQ_WAIT_GROUP] = "wait for group",
+		[SQ_WAIT_WORKITEM] = "wait for work item",
+		[SQ_WAIT_APPLY] = "wait for apply",
+		[SQ_WAIT_ONCE] = "wait for once",
+	};
+	return kind < sizeof(names) / sizeof(names[0]) && names[kind]
+			? names[kind] : "wait";
+}
+
+static const char *
+_sq_release_name(unsigned kind)
+{
+	static const char *const names[] = {
+		[SQ_WAIT_SYNC] = "hand over ",
+		[SQ_WAIT_BARRIER_SYNC] = "hand over ",
+		[SQ_WAIT_SEMAPHORE] = "signal semaphore",
+		[SQ_WAIT_GROUP] = "group empty",
+		[SQ_WAIT_WORKITEM] = "work item done",
+		[SQ_WAIT_APPLY] = "apply done",
+		[SQ_WAIT_ONCE] = "once done",
+	};
+	return kind < sizeof(names) / sizeof(names[0]) && names[kind]
+			? names[kind] : "release";
+}
+
+static bool
+_sq_wait_is_sync(unsigned kind)
+{
+	return kind == SQ_WAIT_SYNC || kind == SQ_WAIT_BARRIER_SYNC;
+}
+
 /* ---- Writing: the JSON ------------------------------------------------------ */
 
 struct sq_writer_s {
@@ -374,6 +274,9 @@ struct sq_writer_s {
 	char *const *labels; /* label number - 1 -> text (the table's) */
 	uint32_t nlabels;
 	uint32_t *label_queues; /* distinct queues seen per label number */
+	struct sq_arrows_s *arrows; /* releases -> the waits they ended */
+	const struct sq_trace_meta_s *sources; /* by address */
+	size_t nsources;
 };
 
 static uint64_t
@@ -483,6 +386,50 @@ _sq_submit_name(unsigned kind)
 			? names[kind] : "submit";
 }
 
+static int
+_sq_meta_cmp(const void *x, const void *y)
+{
+	const struct sq_trace_meta_s *a = x, *b = y;
+	return a->key < b->key ? -1 : a->key > b->key;
+}
+
+/* A source alive at the stop, by address; NULL for one that was not. */
+static const struct sq_trace_meta_s *
+_sq_w_source(const struct sq_writer_s *w, uint64_t addr)
+{
+	struct sq_trace_meta_s key = { .key = addr };
+	if (w->nsources == 0)
+		return NULL;
+	return bsearch(&key, w->sources, w->nsources, sizeof(key),
+			_sq_meta_cmp);
+}
+
+/* ns as microseconds with three decimals. */
+static void
+_sq_w_us(FILE *f, const char *name, uint64_t ns)
+{
+	fprintf(f, ",\"%s\":%" PRIu64 ".%03u", name, ns / 1000,
+			(unsigned)(ns % 1000));
+}
+
+/* A source's description in a slice's or instant's args (after "{"):
+ * its queue, handler, handle, and a timer's interval and leeway. */
+static void
+_sq_w_source_args(struct sq_writer_s *w, const struct sq_trace_meta_s *m)
+{
+	char qname[300];
+	_sq_w_queue_name(w, m->target, qname, sizeof(qname));
+	fputs("\"queue\":", w->f);
+	_sq_w_string(w->f, qname);
+	fputs(",\"handler\":", w->f);
+	_sq_w_string(w->f, _sq_name_of(&w->names, m->handler));
+	fprintf(w->f, ",\"handle\":%" PRIu64, (uint64_t)m->handle);
+	if (m->kind == SQ_SOURCE_TIMER) {
+		_sq_w_us(w->f, "interval_us", m->interval);
+		_sq_w_us(w->f, "leeway_us", m->leeway);
+	}
+}
+
 /* The part of a ring the writer reads: [*lo, *hi). */
 static void
 _sq_w_range(const struct sq_trace_buf_s *b, uint64_t *lo, uint64_t *hi)
@@ -570,7 +517,9 @@ _sq_w_thread(struct sq_writer_s *w, const struct sq_trace_buf_s *b,
 		switch (r->type) {
 		case SQ_REC_BEGIN: {
 			uint64_t end = ends[i] ? ends[i] : w->end_raw;
-			struct sq_flow_s *fl = r->flow ? _sq_flow_find(flows,
+			struct sq_flow_s *fl = r->flow && r->kind !=
+					SQ_TRACE_EVENT && r->kind !=
+					SQ_TRACE_HANDLER ? _sq_flow_find(flows,
 					r->flow) : NULL;
 			bool in = false, out = false;
 			_sq_w_event(w, 'X', b->tid, r->t);
@@ -604,22 +553,64 @@ _sq_w_thread(struct sq_writer_s *w, const struct sq_trace_buf_s *b,
 				static const char *const kinds[] = {
 					" handler", " cancel handler",
 					" registration handler" };
-				_sq_w_name(w, _sq_source_kind_name(
-						(unsigned)r->a), "", kinds[
-						r->small < 3 ? r->small : 0]);
+				_sq_w_name(w, _sq_source_kind_name(r->flow), "",
+						kinds[r->small < 3 ? r->small
+						: 0]);
 				fputs(",\"cat\":\"handler\",\"args\":"
 						"{\"function\":", w->f);
 				_sq_w_string(w->f, _sq_name_of(&w->names, r->b));
+				if (r->flow == 0)
+					fprintf(w->f, ",\"fd\":%d", (int)r->a);
+				else
+					fprintf(w->f, ",\"source\":\"0x%" PRIx64
+							"\"", r->a);
 				fputc('}', w->f);
 				break;
 			}
-			case SQ_TRACE_EVENT:
+			case SQ_TRACE_EVENT: {
+				/* Named by its source where it is known:
+				 * "event: timer on com.example.db". */
+				const struct sq_trace_meta_s *m = _sq_w_source(w,
+						r->a);
+				char on[320] = "";
+				if (m != NULL) {
+					_sq_w_queue_name(w, m->target, qname,
+							sizeof(qname));
+					snprintf(on, sizeof(on), " on %s", qname);
+				}
 				_sq_w_name(w, "event: ", _sq_source_kind_name(
-						r->small), "");
+						r->small), on);
 				fprintf(w->f, ",\"cat\":\"event\",\"args\":"
-						"{\"handle\":%" PRIu64 ",\"data\":%"
-						PRIu64 "}", r->a, r->b);
+						"{\"handle\":%u,\"data\":%"
+						PRIu64 ",\"source\":\"0x%" PRIx64
+						"\"", r->flow, r->b, r->a);
+				if (m != NULL) {
+					fputc(',', w->f);
+					_sq_w_source_args(w, m);
+				}
+				fputc('}', w->f);
 				break;
+			}
+			case SQ_TRACE_WAIT: {
+				/* "wait for com.example.db", "wait for
+				 * semaphore" */
+				if (_sq_wait_is_sync(r->small))
+					_sq_w_queue_name(w, r->a, qname,
+							sizeof(qname));
+				else
+					qname[0] = '\0';
+				_sq_w_name(w, _sq_wait_name(r->small), qname,
+						"");
+				fprintf(w->f, ",\"cat\":\"wait\",\"args\":"
+						"{\"object\":\"0x%" PRIx64 "\"",
+						r->b);
+				if (qname[0] != '\0') {
+					fputs(",\"queue\":", w->f);
+					_sq_w_string(w->f, qname);
+				}
+				fputc('}', w->f);
+				break;
+			}
 			case SQ_TRACE_TIMER:
 				fprintf(w->f, ",\"name\":\"%s\",\"cat\":"
 						"\"timer\",\"args\":{\"late_us\":"
@@ -648,6 +639,52 @@ _sq_w_thread(struct sq_writer_s *w, const struct sq_trace_buf_s *b,
 			fputc('}', w->f);
 			break;
 		}
+		case SQ_REC_END: {
+			/* A wait's end: a `woken` mark, where its release's
+			 * arrow ends. */
+			if (r->kind != SQ_TRACE_WAIT || w->arrows == NULL)
+				break;
+			struct sq_rec_pos_s pos = { b, lo + i };
+			const struct sq_arrows_s *ar = w->arrows;
+			size_t k = _sq_arrow_lower(ar->by_wait, ar->count, false,
+					&pos);
+			if (k == ar->count || _sq_pos_cmp(&ar->by_wait[k].wait,
+					&pos) != 0)
+				break;
+			_sq_w_event(w, 'X', b->tid, r->t);
+			fprintf(w->f, ",\"dur\":0,\"name\":\"woken\",\"cat\":"
+					"\"wait\",\"args\":{\"object\":\"0x%"
+					PRIx64 "\"},\"bind_id\":\"w%u\","
+					"\"flow_in\":true}", r->b,
+					ar->by_wait[k].id);
+			break;
+		}
+		case SQ_REC_RELEASE: {
+			/* One mark per wait it ended, each an arrow's start;
+			 * a release that ended no recorded wait is left out. */
+			if (w->arrows == NULL)
+				break;
+			struct sq_rec_pos_s pos = { b, lo + i };
+			const struct sq_arrows_s *ar = w->arrows;
+			if (_sq_wait_is_sync(r->small))
+				_sq_w_queue_name(w, r->a, qname, sizeof(qname));
+			else
+				qname[0] = '\0';
+			for (size_t k = _sq_arrow_lower(ar->by_release,
+					ar->count, true, &pos); k < ar->count &&
+					_sq_pos_cmp(&ar->by_release[k].release,
+					&pos) == 0; k++) {
+				_sq_w_event(w, 'X', b->tid, r->t);
+				fputs(",\"dur\":0", w->f);
+				_sq_w_name(w, _sq_release_name(r->small), qname,
+						"");
+				fprintf(w->f, ",\"cat\":\"release\",\"args\":"
+						"{\"object\":\"0x%" PRIx64 "\"},"
+						"\"bind_id\":\"w%u\",\"flow_out\":"
+						"true}", r->b, ar->by_release[k].id);
+			}
+			break;
+		}
 		case SQ_REC_SUBMIT: {
 			struct sq_flow_s *fl = _sq_flow_find(flows, r->flow);
 			_sq_w_event(w, 'X', b->tid, r->t);
@@ -665,6 +702,15 @@ _sq_w_thread(struct sq_writer_s *w, const struct sq_trace_buf_s *b,
 		}
 		case SQ_REC_INSTANT: {
 			_sq_w_event(w, 'i', b->tid, r->t);
+			if (r->kind == SQ_TRACE_NOTE) {
+				/* A watchdog finding: its line of text. */
+				fputs(",\"s\":\"t\",\"cat\":\"watchdog\","
+						"\"name\":", w->f);
+				_sq_w_string(w->f, r->a && r->a <= w->nlabels ?
+						w->labels[r->a - 1] : "watchdog");
+				fputc('}', w->f);
+				break;
+			}
 			fputs(",\"s\":\"t\",\"cat\":\"pool\"", w->f);
 			char name[96];
 			switch (r->kind) {
@@ -767,10 +813,13 @@ _sq_w_depth_point(struct sq_writer_s *w, uint64_t queue, uint64_t raw,
 	fprintf(w->f, ",\"args\":{\"queued\":%lld}}", (long long)depth);
 }
 
+/* Waiting sync callers count too (`extra`: +1 where a caller went to
+ * sleep for the queue, -1 where it woke). */
 static void
-_sq_w_depths(struct sq_writer_s *w, const struct sq_flows_s *flows)
+_sq_w_depths(struct sq_writer_s *w, const struct sq_flows_s *flows,
+		const struct sq_depth_ev_s *extra, size_t nextra)
 {
-	size_t n = 0;
+	size_t n = nextra;
 	for (size_t i = 0; i < flows->cap; i++)
 		if (flows->slots[i].id && (flows->slots[i].flags &
 				(SQ_FLOW_OUT | SQ_FLOW_COUNTED)) ==
@@ -788,7 +837,9 @@ _sq_w_depths(struct sq_writer_s *w, const struct sq_flows_s *flows)
 		free(qs);
 		return;
 	}
-	n = 0;
+	if (nextra > 0)
+		memcpy(ev, extra, nextra * sizeof(*ev));
+	n = nextra;
 	for (size_t i = 0; i < flows->cap; i++) {
 		const struct sq_flow_s *f = &flows->slots[i];
 		if (!f->id || (f->flags & (SQ_FLOW_OUT | SQ_FLOW_COUNTED)) !=
@@ -850,6 +901,366 @@ _sq_w_process_name(struct sq_writer_s *w)
 	fputs("}}", w->f);
 }
 
+/* What pass 1 gathers for waits: releases, waits' ends, depth changes. */
+struct sq_wait_end_s {
+	uint64_t object;
+	uint64_t begin_t, end_t;
+	unsigned kind;
+	struct sq_rec_pos_s pos;
+};
+
+struct sq_waits_s {
+	struct sq_release_s *releases;
+	size_t nreleases, releases_cap;
+	struct sq_wait_end_s *ends;
+	size_t nends, ends_cap;
+	struct sq_depth_ev_s *depth;
+	size_t ndepth, depth_cap;
+	bool failed;
+};
+
+/* Room for one more in a growing array (sets `failed` when there is
+ * none). */
+static void *
+_sq_w_grow(void *array, size_t n, size_t *cap, size_t size, bool *failed)
+{
+	if (n < *cap)
+		return array;
+	size_t ncap = *cap ? *cap * 2 : 256;
+	void *p = realloc(array, ncap * size);
+	if (p == NULL) {
+		*failed = true;
+		return NULL;
+	}
+	*cap = ncap;
+	return p;
+}
+
+/* One ring's waits and releases. */
+static void
+_sq_w_gather_waits(struct sq_waits_s *wt, const struct sq_trace_buf_s *b,
+		uint64_t lo, uint64_t hi)
+{
+	/* Open waits on this thread (a caller that took its queue over may
+	 * run a task that waits again: a few deep at most). */
+	uint64_t open_t[16];
+	size_t depth = 0, lost = 0;
+	for (uint64_t i = lo; i < hi && !wt->failed; i++) {
+		const struct sq_trace_rec_s *r = &b->recs[i & b->mask];
+		if (r->type == SQ_REC_RELEASE) {
+			void *p = _sq_w_grow(wt->releases, wt->nreleases,
+					&wt->releases_cap, sizeof(*wt->releases),
+					&wt->failed);
+			if (p == NULL)
+				return;
+			wt->releases = p;
+			wt->releases[wt->nreleases++] = (struct sq_release_s){
+				r->b, r->t, r->small, { b, i } };
+			continue;
+		}
+		if ((r->type != SQ_REC_BEGIN && r->type != SQ_REC_END) ||
+				r->kind != SQ_TRACE_WAIT)
+			continue;
+		if (r->type == SQ_REC_BEGIN) {
+			if (depth < 16)
+				open_t[depth++] = r->t;
+			else
+				lost++;
+		} else if (lost > 0) {
+			lost--;
+			continue;
+		} else if (depth == 0) {
+			continue; /* its begin was overwritten */
+		}
+		if (_sq_wait_is_sync(r->small) && r->a != 0) {
+			void *p = _sq_w_grow(wt->depth, wt->ndepth,
+					&wt->depth_cap, sizeof(*wt->depth),
+					&wt->failed);
+			if (p == NULL)
+				return;
+			wt->depth = p;
+			wt->depth[wt->ndepth++] = (struct sq_depth_ev_s){ r->t,
+					r->a, r->type == SQ_REC_BEGIN ? 1 : -1 };
+		}
+		if (r->type == SQ_REC_BEGIN)
+			continue;
+		void *p = _sq_w_grow(wt->ends, wt->nends, &wt->ends_cap,
+				sizeof(*wt->ends), &wt->failed);
+		if (p == NULL)
+			return;
+		wt->ends = p;
+		wt->ends[wt->nends++] = (struct sq_wait_end_s){ r->b,
+				open_t[--depth], r->t, r->small, { b, i } };
+	}
+}
+
+/* Pairs each wait's end with the last release of its object since the
+ * wait began: the arrows, in both orders. */
+static struct sq_arrows_s *
+_sq_w_pair_waits(struct sq_waits_s *wt)
+{
+	if (wt->failed || wt->nends == 0 || wt->nreleases == 0)
+		return NULL;
+	qsort(wt->releases, wt->nreleases, sizeof(*wt->releases),
+			_sq_release_cmp);
+	struct sq_arrows_s *ar = calloc(1, sizeof(*ar));
+	struct sq_arrow_s *a = ar ? malloc(wt->nends * sizeof(*a)) : NULL;
+	if (a == NULL) {
+		free(ar);
+		return NULL;
+	}
+	for (size_t e = 0; e < wt->nends; e++) {
+		const struct sq_wait_end_s *end = &wt->ends[e];
+		/* The first release after (kind, object, end_t)... */
+		struct sq_release_s key = { end->object, end->end_t,
+				end->kind, { NULL, 0 } };
+		size_t lo = 0, hi = wt->nreleases;
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (_sq_release_cmp(&wt->releases[mid], &key) <= 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		/* ...and the one before it, if it is this object's and
+		 * came while the wait lasted. */
+		if (lo == 0)
+			continue;
+		const struct sq_release_s *r = &wt->releases[lo - 1];
+		if (r->kind != end->kind || r->object != end->object ||
+				r->t < end->begin_t)
+			continue;
+		a[ar->count] = (struct sq_arrow_s){ r->pos, end->pos,
+				(uint32_t)ar->count + 1 };
+		ar->count++;
+	}
+	if (ar->count == 0) {
+		free(a);
+		free(ar);
+		return NULL;
+	}
+	ar->by_release = a;
+	ar->by_wait = malloc(ar->count * sizeof(*a));
+	if (ar->by_wait == NULL) {
+		free(a);
+		free(ar);
+		return NULL;
+	}
+	memcpy(ar->by_wait, a, ar->count * sizeof(*a));
+	qsort(ar->by_release, ar->count, sizeof(*a), _sq_arrow_release_cmp);
+	qsort(ar->by_wait, ar->count, sizeof(*a), _sq_arrow_wait_cmp);
+	return ar;
+}
+
+static const char *
+_sq_queue_kind_name(unsigned kind)
+{
+	switch (kind) {
+	case SQ_QUEUE_TYPE_ROOT:
+		return "global";
+	case SQ_QUEUE_TYPE_MAIN:
+		return "main";
+	case SQ_QUEUE_TYPE_CONCURRENT:
+		return "concurrent";
+	default:
+		return "serial";
+	}
+}
+
+/* Queue and source descriptions: the stop's, and the records of those
+ * that went away while recording; `used`, the queue keys and source
+ * addresses the records name (only those are described). */
+struct sq_metas_s {
+	struct sq_trace_meta_s *items;
+	size_t count, cap;
+	uint64_t *used;
+	size_t nused, used_cap;
+	bool failed;
+};
+
+static void
+_sq_w_use(struct sq_metas_s *ms, uint64_t key)
+{
+	if (key == 0 || (ms->nused > 0 && ms->used[ms->nused - 1] == key))
+		return;
+	void *p = _sq_w_grow(ms->used, ms->nused, &ms->used_cap,
+			sizeof(*ms->used), &ms->failed);
+	if (p == NULL)
+		return;
+	ms->used = p;
+	ms->used[ms->nused++] = key;
+}
+
+static int
+_sq_u64_cmp(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+static bool
+_sq_w_used(const struct sq_metas_s *ms, uint64_t key)
+{
+	return ms->nused > 0 && bsearch(&key, ms->used, ms->nused,
+			sizeof(key), _sq_u64_cmp) != NULL;
+}
+
+static void
+_sq_w_gather_meta(struct sq_metas_s *ms, const struct sq_trace_buf_s *b,
+		uint64_t lo, uint64_t hi)
+{
+	for (uint64_t i = lo; i < hi && !ms->failed; i++) {
+		const struct sq_trace_rec_s *r = &b->recs[i & b->mask];
+		if (r->type == SQ_REC_SUBMIT || r->type == SQ_REC_RELEASE ||
+				(r->type == SQ_REC_BEGIN && (r->kind ==
+				SQ_TRACE_TASK || r->kind == SQ_TRACE_SYNC ||
+				r->kind == SQ_TRACE_WAIT || r->kind ==
+				SQ_TRACE_EVENT || (r->kind == SQ_TRACE_HANDLER
+				&& r->flow != 0))) || (r->type ==
+				SQ_REC_INSTANT && r->kind == SQ_TRACE_RAISE))
+			_sq_w_use(ms, r->a);
+		if (r->type != SQ_REC_META)
+			continue;
+		if (r->kind == SQ_META_QUEUE || r->kind == SQ_META_SOURCE) {
+			void *p = _sq_w_grow(ms->items, ms->count, &ms->cap,
+					sizeof(*ms->items), &ms->failed);
+			if (p == NULL)
+				return;
+			ms->items = p;
+			ms->items[ms->count++] = (struct sq_trace_meta_s){
+				.source = r->kind == SQ_META_SOURCE,
+				.kind = (uint8_t)r->small,
+				.key = r->a,
+				.target = r->b,
+				.width = r->kind == SQ_META_QUEUE ?
+						(int32_t)r->flow : 0,
+				.handle = r->kind == SQ_META_SOURCE ?
+						r->flow : 0,
+			};
+			continue;
+		}
+		/* A source's other parts follow its first, on this ring. */
+		if (ms->count == 0 || ms->items[ms->count - 1].key != r->a)
+			continue;
+		struct sq_trace_meta_s *m = &ms->items[ms->count - 1];
+		if (r->kind == SQ_META_HANDLER)
+			m->handler = (uintptr_t)r->b;
+		else if (r->kind == SQ_META_INTERVAL)
+			m->interval = r->b;
+		else if (r->kind == SQ_META_LEEWAY)
+			m->leeway = r->b;
+	}
+}
+
+static int
+_sq_meta_order(const void *x, const void *y)
+{
+	const struct sq_trace_meta_s *a = x, *b = y;
+	if (a->source != b->source)
+		return a->source ? 1 : -1;
+	return a->key < b->key ? -1 : a->key > b->key;
+}
+
+/* Adds the stop's descriptions, and keeps one per queue or source. */
+static void
+_sq_w_merge_meta(struct sq_metas_s *ms, const struct sq_trace_meta_s *live,
+		size_t nlive)
+{
+	for (size_t i = 0; i < nlive && !ms->failed; i++) {
+		void *p = _sq_w_grow(ms->items, ms->count, &ms->cap,
+				sizeof(*ms->items), &ms->failed);
+		if (p == NULL)
+			return;
+		ms->items = p;
+		ms->items[ms->count++] = live[i];
+	}
+	if (ms->failed || ms->count == 0)
+		return;
+	/* Sorted, then one of each (a queue seen twice is the same queue;
+	 * a source address seen twice, most likely the same source). */
+	qsort(ms->items, ms->count, sizeof(*ms->items), _sq_meta_order);
+	size_t n = 0;
+	for (size_t i = 0; i < ms->count; i++) {
+		if (n > 0 && _sq_meta_order(&ms->items[n - 1],
+				&ms->items[i]) == 0)
+			continue;
+		ms->items[n++] = ms->items[i];
+	}
+	ms->count = n;
+	/* What the records name, and the queues those target (a chain a
+	 * few deep), are described; the rest is left out. */
+	for (int round = 0; round < 4 && !ms->failed; round++) {
+		if (ms->nused == 0)
+			break;
+		qsort(ms->used, ms->nused, sizeof(*ms->used), _sq_u64_cmp);
+		size_t u = 0;
+		for (size_t i = 0; i < ms->nused; i++)
+			if (u == 0 || ms->used[u - 1] != ms->used[i])
+				ms->used[u++] = ms->used[i];
+		ms->nused = u;
+		size_t before = ms->nused;
+		for (size_t i = 0; i < ms->count; i++)
+			if (_sq_w_used(ms, ms->items[i].key) &&
+					ms->items[i].target != 0 &&
+					!_sq_w_used(ms, ms->items[i].target))
+				_sq_w_use(ms, ms->items[i].target);
+		if (ms->nused == before)
+			break;
+	}
+	if (ms->nused > 0)
+		qsort(ms->used, ms->nused, sizeof(*ms->used), _sq_u64_cmp);
+	n = 0;
+	for (size_t i = 0; i < ms->count; i++)
+		if (_sq_w_used(ms, ms->items[i].key))
+			ms->items[n++] = ms->items[i];
+	ms->count = n;
+}
+
+/* The queues and sources alive at the stop, once each: process-wide
+ * instants at the start of the recording (cat "queue", "source"). */
+static void
+_sq_w_meta(struct sq_writer_s *w, const struct sq_trace_meta_s *meta,
+		size_t n)
+{
+	char qname[300], tname[300];
+	for (size_t i = 0; i < n; i++) {
+		const struct sq_trace_meta_s *m = &meta[i];
+		_sq_w_event(w, 'i', w->pid, w->raw0);
+		fputs(",\"s\":\"p\"", w->f);
+		if (!m->source) {
+			_sq_w_queue_name(w, m->key, qname, sizeof(qname));
+			_sq_w_name(w, "queue ", qname, "");
+			fprintf(w->f, ",\"cat\":\"queue\",\"args\":{\"label\":");
+			_sq_w_string(w->f, qname);
+			fprintf(w->f, ",\"kind\":\"%s\",\"serial\":%u",
+					_sq_queue_kind_name(m->kind),
+					(unsigned)m->key);
+			if (m->target != 0) {
+				_sq_w_queue_name(w, m->target, tname,
+						sizeof(tname));
+				fputs(",\"target\":", w->f);
+				_sq_w_string(w->f, tname);
+			}
+			if (m->width > 0)
+				fprintf(w->f, ",\"width\":%d", (int)m->width);
+			else
+				fputs(",\"width\":\"pool\"", w->f);
+			fputs("}}", w->f);
+			continue;
+		}
+		_sq_w_queue_name(w, m->target, qname, sizeof(qname));
+		char name[400];
+		snprintf(name, sizeof(name), "source %s on %s",
+				_sq_source_kind_name(m->kind), qname);
+		_sq_w_name(w, "", name, "");
+		fprintf(w->f, ",\"cat\":\"source\",\"args\":{\"type\":"
+				"\"%s\",\"source\":\"0x%" PRIx64 "\",",
+				_sq_source_kind_name(m->kind), m->key);
+		_sq_w_source_args(w, m);
+		fputs("}}", w->f);
+	}
+}
+
 int
 _sq_trace_write_json(const struct sq_trace_json_s *in)
 {
@@ -894,7 +1305,9 @@ _sq_trace_write_json(const struct sq_trace_json_s *in)
 	}
 
 	/* Pass 1: the flows (which submissions, timers and runs share an
-	 * id), and the queues per label. */
+	 * id), the queues per label, the waits and their releases. */
+	struct sq_waits_s waits = { 0 };
+	struct sq_metas_s meta = { 0 };
 	struct sq_flows_s flows = { NULL, 64 };
 	while (flows.cap < total * 2 + 2)
 		flows.cap *= 2;
@@ -918,7 +1331,9 @@ _sq_trace_write_json(const struct sq_trace_json_s *in)
 						r->kind) ? SQ_FLOW_COUNTED : 0);
 				fl->out_t = r->t;
 				fl->queue = r->a;
-			} else if (r->type == SQ_REC_BEGIN && r->flow) {
+			} else if (r->type == SQ_REC_BEGIN && r->flow &&
+					r->kind != SQ_TRACE_EVENT &&
+					r->kind != SQ_TRACE_HANDLER) {
 				struct sq_flow_s *fl = _sq_flow_get(&flows,
 						r->flow);
 				if (r->kind == SQ_TRACE_TIMER) {
@@ -932,7 +1347,48 @@ _sq_trace_write_json(const struct sq_trace_json_s *in)
 				}
 			}
 		}
+		_sq_w_gather_waits(&waits, b, lo, hi);
+		_sq_w_gather_meta(&meta, b, lo, hi);
 	}
+	/* The queues and sources: those alive at the stop, and those that
+	 * went away while recording; the sources by address (events name
+	 * them). */
+	_sq_w_merge_meta(&meta, in->meta, in->nmeta);
+	struct sq_trace_meta_s *sources = meta.failed ? NULL : malloc(
+			(meta.count + 1) * sizeof(*sources));
+	for (size_t i = 0; sources != NULL && i < meta.count; i++)
+		if (meta.items[i].source)
+			sources[w.nsources++] = meta.items[i];
+	if (sources != NULL)
+		qsort(sources, w.nsources, sizeof(*sources), _sq_meta_cmp);
+	w.sources = sources;
+	/* A source cancelled before it went has no handler left: its
+	 * handler's runs name it. */
+	for (const struct sq_trace_buf_s *b = in->bufs; b && w.nsources > 0;
+			b = b->next) {
+		if (b->epoch != epoch || b->recs == NULL)
+			continue;
+		uint64_t lo, hi;
+		_sq_w_range(b, &lo, &hi);
+		for (uint64_t i = lo; i < hi; i++) {
+			const struct sq_trace_rec_s *r = &b->recs[i & b->mask];
+			if (r->type != SQ_REC_BEGIN || r->kind !=
+					SQ_TRACE_HANDLER || r->small != 0 ||
+					r->flow == 0)
+				continue;
+			struct sq_trace_meta_s key = { .source = true,
+					.key = r->a };
+			struct sq_trace_meta_s *m = bsearch(&key, sources,
+					w.nsources, sizeof(key), _sq_meta_cmp);
+			struct sq_trace_meta_s *n = bsearch(&key, meta.items,
+					meta.count, sizeof(key), _sq_meta_order);
+			if (m != NULL && m->handler == 0)
+				m->handler = (uintptr_t)r->b;
+			if (n != NULL && n->handler == 0)
+				n->handler = (uintptr_t)r->b;
+		}
+	}
+	w.arrows = _sq_w_pair_waits(&waits);
 	/* A run whose submission was before the recording (or lost to a
 	 * wrapped ring) ends no arrow; neither does one that comes before
 	 * its submission (a stale id in recycled memory). */
@@ -966,6 +1422,8 @@ _sq_trace_write_json(const struct sq_trace_json_s *in)
 
 	fputs("{\"traceEvents\":[", f);
 	_sq_w_process_name(&w);
+	if (!meta.failed)
+		_sq_w_meta(&w, meta.items, meta.count);
 	for (const struct sq_trace_buf_s *b = in->bufs; b; b = b->next) {
 		if (b->epoch != epoch || b->recs == NULL)
 			continue;
@@ -980,7 +1438,7 @@ _sq_trace_write_json(const struct sq_trace_json_s *in)
 	for (const struct sq_trace_buf_s *b = in->bufs; b; b = b->next)
 		if (b->epoch == epoch && b->recs != NULL)
 			_sq_w_thread(&w, b, &flows);
-	_sq_w_depths(&w, &flows);
+	_sq_w_depths(&w, &flows, waits.depth, waits.ndepth);
 	fprintf(f, "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":"
 			"{\"producer\":\"SwiftQueues\",\"clock\":"
 			"\"CLOCK_MONOTONIC\",\"dropped_events\":%" PRIu64
@@ -988,6 +1446,17 @@ _sq_trace_write_json(const struct sq_trace_json_s *in)
 
 	free(flows.slots);
 	free(w.label_queues);
+	free(sources);
+	free(meta.items);
+	free(meta.used);
+	free(waits.releases);
+	free(waits.ends);
+	free(waits.depth);
+	if (w.arrows != NULL) {
+		free(w.arrows->by_release);
+		free(w.arrows->by_wait);
+		free(w.arrows);
+	}
 	_sq_names_free(&w.names);
 	int err = 0;
 	if (ferror(f))

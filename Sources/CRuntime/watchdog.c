@@ -43,6 +43,7 @@
  */
 #include "event_internal.h"
 #include "introspect_internal.h"
+#include "trace_internal.h"
 
 #include <fcntl.h>
 #include <linux/membarrier.h>
@@ -73,7 +74,13 @@ struct sq_watch_rec_s {
 	uint32_t busy;
 	uint32_t seq;           /* odd while a task holds `queue` */
 	struct sq_queue_s *queue;
+	const void *held_func;  /* the function of the task that holds it */
 	uint64_t since;
+	/* The outermost task it runs (while busy): its queue, its function. */
+	struct sq_queue_s *task_queue;
+	const void *task_func;
+	/* What the thread is, for its name (the trace's roles). */
+	int role, role_index;
 	/* sq_sync's wait, under `lock`. */
 	sq_spinlock_t lock;
 	struct sq_queue_s *wait_for; /* NULL: not waiting */
@@ -145,6 +152,8 @@ _sq_watch_rec(void)
 	if (r == NULL)
 		return NULL;
 	r->tid = gettid();
+	r->role = _sq_trace_role;
+	r->role_index = _sq_trace_role_index;
 	pthread_mutex_lock(&_sq_watch.lock);
 	r->next = _sq_watch.records;
 	if (r->next)
@@ -179,12 +188,20 @@ _sq_watch_kick(void)
 }
 
 static void
-_sq_watch_task_begin(void)
+_sq_watch_task_begin(sq_function_t func)
 {
 	struct sq_watch_rec_s *r = _sq_watch_rec();
 	if (r == NULL)
 		return;
 	if (r->depth++ == 0) {
+		/* Read only while `busy` (a snapshot may read a pair from
+		 * two tasks in a row: it names a queue, or a function, that
+		 * ran a moment ago). */
+		__atomic_store_n(&r->task_queue, _sq_current_frame ?
+				_sq_current_frame->queue : NULL,
+				__ATOMIC_RELEASE);
+		__atomic_store_n(&r->task_func, (const void *)func,
+				__ATOMIC_RELEASE);
 		/* Release: with `seq`, what the watchdog reads is whole. The
 		 * store goes before the read of `deep` (the compiler's order
 		 * here; the CPU's is the watchdog's membarrier, see the top). */
@@ -205,6 +222,7 @@ _sq_watch_task_begin(void)
 	 * one below stays after them, so the watchdog that reads it reads
 	 * these. */
 	__atomic_store_n(&r->queue, q, __ATOMIC_RELEASE);
+	__atomic_store_n(&r->held_func, (const void *)func, __ATOMIC_RELEASE);
 	__atomic_store_n(&r->since, _sq_coarse_ns(), __ATOMIC_RELEASE);
 	__atomic_store_n(&r->seq, r->seq + 1, __ATOMIC_RELEASE);
 }
@@ -235,7 +253,7 @@ _sq_watch_work_queued(void)
 void
 _sq_watch_task_run(sq_function_t func, void *ctx)
 {
-	_sq_watch_task_begin();
+	_sq_watch_task_begin(func);
 	func(ctx);
 	_sq_watch_task_end();
 }
@@ -279,20 +297,29 @@ _sq_watch_wait_end(void)
 	sq_spinlock_unlock(&r->lock);
 }
 
-/* A record's held task, read seqlock-style: true with the queue and since
- * when, if one runs. */
+/* A record's held task, read seqlock-style: true with the queue, its
+ * task's function and since when, if one runs. */
 static bool
-_sq_watch_read_task(struct sq_watch_rec_s *r, uint32_t *seq,
-		struct sq_queue_s **q, uint64_t *since)
+_sq_watch_read_held(struct sq_watch_rec_s *r, uint32_t *seq,
+		struct sq_queue_s **q, const void **func, uint64_t *since)
 {
 	uint32_t s1 = __atomic_load_n(&r->seq, __ATOMIC_ACQUIRE);
 	if (!(s1 & 1))
 		return false;
 	/* Acquire: the second read of `seq` stays after these. */
 	*q = __atomic_load_n(&r->queue, __ATOMIC_ACQUIRE);
+	*func = __atomic_load_n(&r->held_func, __ATOMIC_ACQUIRE);
 	*since = __atomic_load_n(&r->since, __ATOMIC_ACQUIRE);
 	*seq = s1;
 	return __atomic_load_n(&r->seq, __ATOMIC_RELAXED) == s1;
+}
+
+static bool
+_sq_watch_read_task(struct sq_watch_rec_s *r, uint32_t *seq,
+		struct sq_queue_s **q, uint64_t *since)
+{
+	const void *func;
+	return _sq_watch_read_held(r, seq, q, &func, since);
 }
 
 /* ---- Wait cycles ------------------------------------------------------------ */
@@ -414,15 +441,23 @@ _sq_watch_tick(uint64_t now)
 	struct sq_sb_s report = { 0 };
 	bool active = false;
 
+	/* The threads holding queues, for the reports of waiting work. */
+	static struct sq_watch_holder_s holders[SQ_WATCH_WAITERS];
+	size_t nholders = 0;
 	pthread_mutex_lock(&_sq_watch.lock);
 	for (struct sq_watch_rec_s *r = _sq_watch.records; r; r = r->next) {
 		if (__atomic_load_n(&r->busy, __ATOMIC_ACQUIRE))
 			active = true;
 		uint32_t seq;
 		struct sq_queue_s *q;
+		const void *func;
 		uint64_t since;
-		if (!_sq_watch_read_task(r, &seq, &q, &since) ||
-				r->reported_seq == seq || now < since ||
+		if (!_sq_watch_read_held(r, &seq, &q, &func, &since))
+			continue;
+		if (nholders < SQ_WATCH_WAITERS)
+			holders[nholders++] = (struct sq_watch_holder_s){ q,
+					r->tid, func, since };
+		if (r->reported_seq == seq || now < since ||
 				now - since < threshold)
 			continue;
 		/* The queue is alive while its task runs; the lookup makes
@@ -436,14 +471,17 @@ _sq_watch_tick(uint64_t now)
 		_sq_sb_printf(&report, "SwiftQueues: watchdog: a task on "
 				"queue ");
 		_sq_sb_quote(&report, label);
-		_sq_sb_printf(&report, " has run for %llu ms (thread %d)\n",
-				(unsigned long long)((now - since) /
-				NSEC_PER_MSEC), (int)r->tid);
+		char fn[256];
+		_sq_symbol_name(func, fn, sizeof(fn));
+		_sq_sb_printf(&report, " has run for %llu ms (thread %d, "
+				"running %s)\n", (unsigned long long)((now -
+				since) / NSEC_PER_MSEC), (int)r->tid, fn);
 	}
 	_sq_watch_find_cycles(&report);
 	pthread_mutex_unlock(&_sq_watch.lock);
 
-	if (_sq_introspect_scan_waits(now, threshold, &report))
+	if (_sq_introspect_scan_waits(now, threshold, &report, holders,
+			nholders))
 		active = true;
 
 	/* Global queues: work waits while the pool starts no job at all. */
@@ -481,6 +519,16 @@ _sq_watch_tick(uint64_t now)
 	if (report.len > 0 && !report.failed) {
 		ssize_t w = write(STDERR_FILENO, report.buf, report.len);
 		(void)w;
+		/* Each finding also goes into a trace being recorded, as an
+		 * instant on this thread's track. */
+		for (const char *line = report.buf, *end = report.buf +
+				report.len; line < end;) {
+			const char *nl = memchr(line, '\n', (size_t)(end - line));
+			size_t len = nl ? (size_t)(nl - line) : (size_t)(end -
+					line);
+			_sq_trace_note(SQ_NOTE_WATCHDOG, line, len);
+			line += len + 1;
+		}
 		_sq_snapshot_write(STDERR_FILENO);
 	}
 	free(report.buf);
@@ -504,7 +552,7 @@ _sq_watch_idle(void)
 			return false;
 	struct sq_sb_s none = { 0 };
 	bool work = _sq_introspect_scan_waits(_sq_coarse_ns(), UINT64_MAX,
-			&none);
+			&none, NULL, 0);
 	free(none.buf);
 	return !work;
 }
@@ -740,6 +788,52 @@ _sq_watch_thread_name(pid_t tid, char *out, size_t size)
 		*nl = '\0';
 }
 
+/* A record's thread as snapshots name it: the runtime's threads by role
+ * ("sq.worker 3": a worker's system name follows the queue it runs), a
+ * program's thread by its own name. */
+static void
+_sq_watch_rec_name(const struct sq_watch_rec_s *r, char *out, size_t size)
+{
+	switch (r->role) {
+	case SQ_ROLE_WORKER:
+		snprintf(out, size, "sq.worker %d", r->role_index);
+		return;
+	case SQ_ROLE_IO:
+		snprintf(out, size, "sq.io %d", r->role_index);
+		return;
+	case SQ_ROLE_MANAGER:
+		snprintf(out, size, "sq.manager");
+		return;
+	default:
+		break;
+	}
+	if (r->tid == getpid()) {
+		snprintf(out, size, "main thread");
+		return;
+	}
+	_sq_watch_thread_name(r->tid, out, size);
+}
+
+/* Another thread holding q or a queue up q's chain (list lock held; the
+ * waiter's chain copied by the caller): its record, the queue it holds
+ * and its task's function. */
+static struct sq_watch_rec_s *
+_sq_watch_holder(struct sq_watch_rec_s *waiter, struct sq_queue_s *const *chain,
+		int nchain, struct sq_queue_s **held, const void **func)
+{
+	for (struct sq_watch_rec_s *x = _sq_watch.records; x; x = x->next) {
+		uint32_t seq;
+		uint64_t since;
+		if (x == waiter || !_sq_watch_read_held(x, &seq, held, func,
+				&since))
+			continue;
+		for (int i = 0; i < nchain; i++)
+			if (chain[i] == *held)
+				return x;
+	}
+	return NULL;
+}
+
 void
 _sq_watchdog_add_threads(struct sq_snapshot_build_s *b, uint64_t now)
 {
@@ -750,9 +844,24 @@ _sq_watchdog_add_threads(struct sq_snapshot_build_s *b, uint64_t now)
 			break;
 		char text[SQ_WATCH_LABEL];
 		t->tid = (int32_t)r->tid;
-		_sq_watch_thread_name(r->tid, text, sizeof(text));
+		_sq_watch_rec_name(r, text, sizeof(text));
 		t->name = _sq_snapshot_strdup(b, text);
 		t->busy = __atomic_load_n(&r->busy, __ATOMIC_ACQUIRE) != 0;
+		if (t->busy) {
+			/* The task it runs; a queue gone meanwhile is not
+			 * named (the lookup checks it is alive). */
+			struct sq_queue_s *tq = __atomic_load_n(&r->task_queue,
+					__ATOMIC_ACQUIRE);
+			const void *fn = __atomic_load_n(&r->task_func,
+					__ATOMIC_ACQUIRE);
+			if (tq != NULL && _sq_introspect_queue_label(tq, text,
+					sizeof(text)))
+				t->task_queue = _sq_snapshot_strdup(b, text);
+			if (fn != NULL) {
+				_sq_symbol_name(fn, text, sizeof(text));
+				t->function = _sq_snapshot_strdup(b, text);
+			}
+		}
 		t->running_ms = -1;
 		t->waiting_ms = -1;
 		uint32_t seq;
@@ -766,14 +875,34 @@ _sq_watchdog_add_threads(struct sq_snapshot_build_s *b, uint64_t now)
 			t->running_ms = now > since ? (int64_t)((now - since) /
 					NSEC_PER_MSEC) : 0;
 		}
+		struct sq_queue_s *chain[SQ_WATCH_CHAIN];
+		int nchain = 0;
 		sq_spinlock_lock(&r->lock);
 		if (r->wait_for != NULL) {
 			t->waiting_for = _sq_snapshot_strdup(b,
 					_sq_object_label(r->wait_for));
 			t->waiting_ms = now > r->wait_since ? (int64_t)((now -
 					r->wait_since) / NSEC_PER_MSEC) : 0;
+			nchain = r->nchain;
+			memcpy(chain, r->chain, (size_t)nchain *
+					sizeof(chain[0]));
 		}
 		sq_spinlock_unlock(&r->lock);
+		/* Who holds what it waits for. */
+		struct sq_queue_s *held;
+		const void *fn;
+		struct sq_watch_rec_s *h = nchain ? _sq_watch_holder(r, chain,
+				nchain, &held, &fn) : NULL;
+		if (h != NULL) {
+			t->holder_tid = (int32_t)h->tid;
+			if (_sq_introspect_queue_label(held, text, sizeof(text)))
+				t->holder_queue = _sq_snapshot_strdup(b, text);
+			if (fn != NULL) {
+				_sq_symbol_name(fn, text, sizeof(text));
+				t->holder_function = _sq_snapshot_strdup(b,
+						text);
+			}
+		}
 	}
 	pthread_mutex_unlock(&_sq_watch.lock);
 }

@@ -28,6 +28,7 @@
  * (sq_set_context); the function's own context is kept apart.
  */
 #include "queue_internal.h"
+#include "trace_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,8 +159,10 @@ _sq_workitem_finished(struct sq_workitem_s *item, uint32_t old)
 		sq_spinlock_unlock(&item->notify_lock);
 		_sq_notify_fire(list);
 	}
-	if (old & WI_WAITERS)
+	if (old & WI_WAITERS) {
+		SQ_TRACE_RELEASE(SQ_WAIT_WORKITEM, NULL, item);
 		_sq_futex_wake(&item->state, INT_MAX);
+	}
 }
 
 /* Runs the function unless it started already or was cancelled. */
@@ -331,7 +334,9 @@ sq_workitem_wait(sq_workitem_t item, sq_time_t timeout)
 		/* The futex compares the whole word: any change (started,
 		 * cancelled while running) just sends us round again. */
 		_sq_pool_block_begin(false);
+		SQ_TRACE_WAIT_BEGIN(SQ_WAIT_WORKITEM, NULL, item);
 		int r = _sq_futex_wait_until(&item->state, old, timeout);
+		SQ_TRACE_WAIT_END(SQ_WAIT_WORKITEM, NULL, item);
 		_sq_pool_block_end();
 		/* Acquire: as for the first load. */
 		old = __atomic_load_n(&item->state, __ATOMIC_ACQUIRE);

@@ -132,6 +132,15 @@ public struct RuntimeSnapshot: Codable, Sendable, Hashable {
         /// The queue its `sync` waits for, and for how long.
         public var waitingFor: String?
         public var waitingMilliseconds: Int?
+        /// The task it runs (its outermost): the queue's label and the
+        /// function's name.
+        public var taskQueue: String?
+        public var function: String?
+        /// The thread holding the queue it waits for, and that thread's
+        /// task (queue label, function name).
+        public var holderThread: Int32?
+        public var holderQueue: String?
+        public var holderFunction: String?
     }
 
     public var processID: Int32
@@ -219,7 +228,12 @@ public struct RuntimeSnapshot: Codable, Sendable, Hashable {
                 queue: t.queue.map { String(cString: $0) },
                 runningMilliseconds: t.running_ms < 0 ? nil : Int(t.running_ms),
                 waitingFor: t.waiting_for.map { String(cString: $0) },
-                waitingMilliseconds: t.waiting_ms < 0 ? nil : Int(t.waiting_ms))
+                waitingMilliseconds: t.waiting_ms < 0 ? nil : Int(t.waiting_ms),
+                taskQueue: t.task_queue.map { String(cString: $0) },
+                function: t.function.map { String(cString: $0) },
+                holderThread: t.holder_tid == 0 ? nil : t.holder_tid,
+                holderQueue: t.holder_queue.map { String(cString: $0) },
+                holderFunction: t.holder_function.map { String(cString: $0) })
         }
     }
 }

@@ -19,7 +19,7 @@ static const char *const expected[] = {
 	"swift__job__start", "swift__job__end", "handler__start",
 	"handler__end", "source__event", "timer__fire", "io__start",
 	"io__end", "worker__wake", "worker__park", "worker__spawn",
-	"net__fire", "signal",
+	"net__fire", "signal", "wait__start", "wait__end", "release",
 };
 #define NEXPECTED (sizeof(expected) / sizeof(expected[0]))
 

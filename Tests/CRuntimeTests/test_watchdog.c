@@ -89,10 +89,21 @@ test_long_task(void)
 	/* Each report comes with a snapshot that shows the threads. */
 	CHECK(sqt_count(c.out, "SwiftQueues: end of snapshot\n") >= 1);
 	CHECK(strstr(c.out, "watchdog 200 ms\n") != NULL);
-	CHECK(strstr(c.out, ": running a task, holding queue "
-			"'com.example.slow' for ") != NULL);
-	CHECK(strstr(c.out, "in sq_sync waiting for queue 'com.example.slow' "
-			"for ") != NULL);
+	/* Each thread line names the task it runs, what it waits for and
+	 * who holds that; the reports name the function and the holder. */
+	CHECK(strstr(c.out, "': running 'com.example.slow': "
+			"sleep_1500, holding queue 'com.example.slow' for ")
+			!= NULL);
+	CHECK(strstr(c.out, "'main thread': not in a task, in sq_sync "
+			"waiting for queue 'com.example.slow' for ") != NULL);
+	CHECK(strstr(c.out, " ms, held by thread ") != NULL);
+	CHECK(strstr(c.out, " running 'com.example.slow': sleep_1500\n")
+			!= NULL);
+	CHECK(strstr(c.out, " ms (thread ") != NULL &&
+			strstr(c.out, ", running sleep_1500)\n") != NULL);
+	CHECK(strstr(c.out, " with no job of it starting, held by thread ")
+			!= NULL && strstr(c.out, " running sleep_1500 for ")
+			!= NULL);
 	if (sqt_failed)
 		fprintf(stderr, "child's stderr:\n%s", c.out);
 }

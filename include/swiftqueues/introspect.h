@@ -113,6 +113,15 @@ typedef struct sq_snapshot_thread_s {
 	int64_t running_ms;      /* for how long; -1: no such task */
 	const char *SQ_NULLABLE waiting_for; /* the queue its sq_sync waits for */
 	int64_t waiting_ms;      /* for how long; -1: not waiting */
+	const char *SQ_NULLABLE task_queue; /* the label of the queue of the
+	                            task it runs (its outermost) */
+	const char *SQ_NULLABLE function; /* that task's function, by name */
+	int32_t holder_tid;      /* the thread that holds the queue it waits
+	                            for (or one up its target chain); 0: none
+	                            seen */
+	const char *SQ_NULLABLE holder_queue; /* the queue the holder's task
+	                            holds */
+	const char *SQ_NULLABLE holder_function; /* and that task's function */
 } sq_snapshot_thread_t;
 
 /*! The whole runtime at one moment (each part read without stopping the
