@@ -178,6 +178,7 @@ _sq_pool_init_once(void *unused)
 			SQ_POOL_MAX_THREADS);
 	_sq_pool.max_threads = max < _sq_pool.width ? _sq_pool.width : max;
 	_sq_pool.net_enabled = _sq_env_int("SQ_MONITOR_NET", 1, 0, 1) != 0;
+	_sq_pool.short_slice = _sq_env_int("SQ_SHORT_SLICE", 1, 0, 1) != 0;
 	_sq_pool.background_idle = _sq_env_int("SQ_BACKGROUND_IDLE", 0, 0, 1)
 			!= 0;
 	_sq_pool.net_debug = _sq_env_int("SQ_DEBUG_NET", 0, 0, 1) != 0;
@@ -369,9 +370,10 @@ _sq_thread_create(const pthread_attr_t *attr, void *(*main)(void *),
 {
 	/* A thread inherits its creator's nice value, policy and I/O
 	 * priority: a worker running lower work starts it at the program's
-	 * (pool_class.c). */
+	 * (pool_class.c). (One running higher work hands its head start
+	 * on: a worker started for that work gets a CPU sooner.) */
 	struct sq_worker_s *w = _sq_self;
-	if (SQ_UNLIKELY(w != NULL && (w->nice != _sq_pool.base_nice ||
+	if (SQ_UNLIKELY(w != NULL && (w->nice > _sq_pool.base_nice ||
 			w->sched_idle || w->io_idle)))
 		return _sq_thread_create_at_base(w, attr, main, arg);
 	return _sq_thread_create_here(attr, main, arg);
@@ -1177,6 +1179,7 @@ _sq_worker_main(void *arg)
 	/* And its scheduling policy. */
 	w->sched_idle = sched_getscheduler(0) == SCHED_IDLE;
 	w->io_idle = _sq_thread_io_idle();
+	w->short_slice = _sq_thread_short_slice();
 	w->name[0] = '\0';
 	_sq_worker_set_name(w, "sq.worker");
 	/* The precise timers' runner sleeps until just before a deadline

@@ -8,6 +8,7 @@
 #include "pool_internal.h"
 
 #include <sched.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -295,6 +296,59 @@ _sq_worker_set_class_io(struct sq_worker_s *w, int root)
 		w->io_idle = idle;
 }
 
+/* The classes above DEFAULT ask the scheduler for a short time slice
+ * (Linux 6.12 and later: sched_attr's sched_runtime for SCHED_OTHER, which
+ * any thread may set and take back). A woken thread with a shorter slice
+ * than the running one preempts it at once instead of waiting for the
+ * end of the running one's slice: a request's task does not wait a slice
+ * of background work for its CPU. Older kernels take and ignore it. */
+#define SQ_SHORT_SLICE_NS 100000u
+
+struct sq_sched_attr {
+	uint32_t size;
+	uint32_t sched_policy;
+	uint64_t sched_flags;
+	int32_t sched_nice;
+	uint32_t sched_priority;
+	uint64_t sched_runtime;
+	uint64_t sched_deadline;
+	uint64_t sched_period;
+};
+
+static bool _sq_short_slice_refused;
+
+/* Whether the calling thread runs on the short slice (a thread may inherit
+ * its creator's). */
+bool
+_sq_thread_short_slice(void)
+{
+	struct sq_sched_attr attr;
+	memset(&attr, 0, sizeof(attr));
+	return syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0) == 0 &&
+			attr.sched_runtime == SQ_SHORT_SLICE_NS;
+}
+
+static void
+_sq_worker_set_class_slice(struct sq_worker_s *w, int root)
+{
+	bool short_slice = root < SQ_ROOT_DEFAULT && _sq_pool.short_slice;
+	if (short_slice == w->short_slice || w->sched_idle ||
+			__atomic_load_n(&_sq_short_slice_refused,
+			__ATOMIC_RELAXED))
+		return;
+	struct sq_sched_attr attr = {
+		.size = sizeof(attr),
+		.sched_policy = SCHED_OTHER,
+		.sched_nice = w->nice,
+		.sched_runtime = short_slice ? SQ_SHORT_SLICE_NS : 0,
+	};
+	if (syscall(SYS_sched_setattr, (int)w->tid, &attr, 0) == 0)
+		w->short_slice = short_slice;
+	else if (errno == ENOSYS || errno == E2BIG)
+		__atomic_store_n(&_sq_short_slice_refused, true,
+				__ATOMIC_RELAXED);
+}
+
 /* Each class at its own CPU priority (_sq_class_nice) when the process
  * may go back and forth (see _sq_nice_reversible). Otherwise a thread may
  * still lower its own priority, once: a worker about to run work of a
@@ -308,7 +362,7 @@ _sq_worker_set_class_nice(struct sq_worker_s *w, int root)
 {
 	_sq_worker_set_class_io(w, root);
 	if (w->nice == _sq_pool.base_nice && !w->sched_idle &&
-			root == SQ_ROOT_DEFAULT)
+			!w->short_slice && root == SQ_ROOT_DEFAULT)
 		return;
 	bool reversible = _sq_nice_reversible();
 	int nice;
@@ -341,9 +395,12 @@ _sq_worker_set_class_nice(struct sq_worker_s *w, int root)
 	if (idle != w->sched_idle && (reversible || idle)) {
 		struct sched_param param = { 0 };
 		if (sched_setscheduler(w->tid, idle ? SCHED_IDLE : SCHED_OTHER,
-				&param) == 0)
+				&param) == 0) {
 			w->sched_idle = idle;
+			w->short_slice = false; /* the default slice again */
+		}
 	}
+	_sq_worker_set_class_slice(w, root);
 }
 
 /* A worker that ran lower work at a higher nice value, about to look for
@@ -383,7 +440,9 @@ _sq_worker_bound_should_leave(struct sq_worker_s *w)
  * worker asks the spawner: a thread started at the program's values (by
  * the first worker about to bind itself, before it does) that creates
  * threads for it. The spawner answers in microseconds, and is asked only
- * by bound workers.
+ * by bound workers. (A worker running higher work starts threads at its
+ * own values: a worker started for that work gets a CPU sooner, and parks
+ * at the program's.)
  */
 
 struct sq_spawn_request {
@@ -463,14 +522,14 @@ _sq_thread_create_at_base(struct sq_worker_s *w, const pthread_attr_t *attr,
 	}
 	/* Reversible: the program's values for the creation, then back. */
 	struct sched_param param = { 0 };
-	if (w->nice != _sq_pool.base_nice)
+	if (w->nice > _sq_pool.base_nice)
 		setpriority(PRIO_PROCESS, (id_t)w->tid, _sq_pool.base_nice);
 	if (w->sched_idle)
 		sched_setscheduler(w->tid, SCHED_OTHER, &param);
 	if (w->io_idle)
 		_sq_set_io_idle(w->tid, false);
 	int err = _sq_thread_create_here(attr, main, arg);
-	if (w->nice != _sq_pool.base_nice)
+	if (w->nice > _sq_pool.base_nice)
 		setpriority(PRIO_PROCESS, (id_t)w->tid, w->nice);
 	if (w->sched_idle)
 		sched_setscheduler(w->tid, SCHED_IDLE, &param);

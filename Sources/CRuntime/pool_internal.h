@@ -53,6 +53,7 @@ struct sq_worker_s {
 	int nice;            /* its thread's nice value now */
 	bool sched_idle;     /* and whether it is under SCHED_IDLE */
 	bool io_idle;        /* and at the idle I/O priority */
+	bool short_slice;    /* and asked for a short time slice */
 	/* The highest class its thread may still run (0: any). A process
 	 * that may not lower its threads' nice values again binds a thread
 	 * to the lower class it niced it for (see "CPU priorities",
@@ -152,6 +153,8 @@ struct sq_pool_s {
 	bool sched_idle_ok; /* and to SCHED_IDLE and back (BACKGROUND) */
 	bool background_idle; /* SQ_BACKGROUND_IDLE: BACKGROUND under
 	                         SCHED_IDLE (where sched_idle_ok) */
+	bool short_slice; /* SQ_SHORT_SLICE (default 1): the classes above
+	                     DEFAULT ask for a short time slice */
 	/* The monitor: started with the first worker; sleeps on `kick` while
 	 * no work waits. */
 	uint32_t monitor_kick;  /* futex word: 1 once kicked */
@@ -346,6 +349,7 @@ SQ_INTERNAL int _sq_thread_create_here(const pthread_attr_t *attr,
 SQ_INTERNAL int _sq_thread_create_at_base(struct sq_worker_s *w,
 		const pthread_attr_t *attr, void *(*main)(void *), void *arg);
 SQ_INTERNAL bool _sq_thread_io_idle(void);
+SQ_INTERNAL bool _sq_thread_short_slice(void);
 SQ_INTERNAL void _sq_pool_class_atfork_child(void);
 SQ_INTERNAL bool _sq_pool_spawn(void);
 SQ_INTERNAL void _sq_worker_wake(struct sq_worker_s *w);

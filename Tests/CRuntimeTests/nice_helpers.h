@@ -12,7 +12,10 @@
 #include <linux/capability.h>
 #include <stdbool.h>
 #include <sys/resource.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 static inline bool
@@ -56,6 +59,35 @@ sqt_thread_io_idle(void)
 {
 	long prio = syscall(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, 0);
 	return prio >= 0 && (prio >> 13) == 3 /* IOPRIO_CLASS_IDLE */;
+}
+
+/* The calling thread's time slice (sched_attr's sched_runtime; 0 where
+ * the kernel does not report one). */
+static inline uint64_t
+sqt_thread_slice_ns(void)
+{
+	struct {
+		uint32_t size, policy;
+		uint64_t flags;
+		int32_t nice;
+		uint32_t priority;
+		uint64_t runtime, deadline, period;
+		uint32_t util_min, util_max;
+	} attr = { 0 };
+	if (syscall(SYS_sched_getattr, 0, &attr, sizeof(attr), 0) != 0)
+		return 0;
+	return attr.runtime;
+}
+
+/* Whether the running kernel is at least major.minor. */
+static inline bool
+sqt_kernel_at_least(int major, int minor)
+{
+	struct utsname u;
+	int ma = 0, mi = 0;
+	if (uname(&u) != 0 || sscanf(u.release, "%d.%d", &ma, &mi) != 2)
+		return false;
+	return ma > major || (ma == major && mi >= minor);
 }
 
 #endif

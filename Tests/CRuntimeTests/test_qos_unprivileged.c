@@ -13,6 +13,8 @@
  *   - BACKGROUND jobs at the program's value + 10 and the idle I/O
  *     priority, UTILITY jobs at + 4, everything else at the program's
  *     value and the default I/O priority;
+ *   - USER_INTERACTIVE and USER_INITIATED jobs on a 0.1 ms time slice
+ *     (where the kernel has custom slices), no other;
  *   - jobs of every class, queued from jobs of every class (a thread a
  *     bound worker starts must not inherit its class), all run;
  *   - with a background batch holding every worker, DEFAULT work queued
@@ -41,6 +43,7 @@ struct shared {
 	atomic_long wrong_nice[NCLASS];
 	atomic_long wrong_io[NCLASS];
 	atomic_long wrong_policy[NCLASS];
+	atomic_long short_slice[NCLASS]; /* jobs on a 0.1 ms slice */
 	atomic_long default_before_batch; /* DEFAULT jobs ended before the batch */
 	atomic_long default_total;
 	atomic_int batch_done;
@@ -66,6 +69,8 @@ note(int c)
 		atomic_fetch_add(&sh->wrong_io[c], 1);
 	if (sched_getscheduler(0) != SCHED_OTHER)
 		atomic_fetch_add(&sh->wrong_policy[c], 1);
+	if (sqt_thread_slice_ns() == 100000)
+		atomic_fetch_add(&sh->short_slice[c], 1);
 	atomic_fetch_add(&sh->ran[c], 1);
 }
 
@@ -238,6 +243,16 @@ run_one(int width, int max_threads, bool contention)
 		total += atomic_load(&sh->ran[c]);
 	CHECK_EQ(total, 8 * NCLASS * NCLASS * 2 + 4 * width + 8);
 	CHECK_EQ(wrong, 0);
+	/* The classes above DEFAULT on a short slice, where the kernel has
+	 * custom slices (6.12 and later): every such job, and no other. */
+	if (sqt_kernel_at_least(6, 12)) {
+		CHECK_EQ(atomic_load(&sh->short_slice[0]),
+				atomic_load(&sh->ran[0]));
+		CHECK_EQ(atomic_load(&sh->short_slice[1]),
+				atomic_load(&sh->ran[1]));
+		for (int c = 2; c < NCLASS; c++)
+			CHECK_EQ(atomic_load(&sh->short_slice[c]), 0);
+	}
 	CHECK_EQ(atomic_load(&sh->default_before_batch),
 			atomic_load(&sh->default_total));
 	return true;
