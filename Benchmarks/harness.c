@@ -49,6 +49,7 @@ static const bench_scenario_t *const bench_areas[] = {
 	bench_trace,
 	bench_timers,
 	bench_qos,
+	bench_loops,
 	NULL
 };
 
@@ -538,6 +539,8 @@ main(int argc, char **argv)
 		return bench_pool_child(getenv("BENCH_POOL_CHILD"));
 	if (getenv("BENCH_QUEUES_CHILD"))
 		return bench_queues_child(getenv("BENCH_QUEUES_CHILD"));
+	if (getenv("BENCH_LOOPS_CHILD"))
+		return bench_loops_child(getenv("BENCH_LOOPS_CHILD"));
 
 	while ((c = getopt(argc, argv, "ho:l")) != -1) {
 		switch (c) {

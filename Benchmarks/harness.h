@@ -47,6 +47,7 @@ extern const bench_scenario_t bench_pool[];
 extern const bench_scenario_t bench_trace[];
 extern const bench_scenario_t bench_timers[];
 extern const bench_scenario_t bench_qos[];
+extern const bench_scenario_t bench_loops[];
 
 /* bench_pool.c's child processes: main() runs this instead of the table
  * when BENCH_POOL_CHILD is set, and returns its exit status. */
@@ -55,6 +56,10 @@ int bench_pool_child(const char *mode);
 /* bench_queues.c's child processes (a pool width of their own): main() runs
  * this instead of the table when BENCH_QUEUES_CHILD is set. */
 int bench_queues_child(const char *mode);
+
+/* bench_loops.c's child processes (one side of one loop row): main() runs
+ * this instead of the table when BENCH_LOOPS_CHILD is set. */
+int bench_loops_child(const char *mode);
 
 /* From a scenario's setup: run at most `rounds` counted rounds of it (for
  * scenarios whose run lasts seconds). */

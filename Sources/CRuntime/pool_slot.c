@@ -84,7 +84,7 @@ _sq_pool_flush_next(void)
 bool
 _sq_pool_can_hand_off(void)
 {
-	/* A worker's job, outside sq_apply_f (whose chunks go on running
+	/* A worker's job, outside an apply (whose chunks go on running
 	 * after a submission). */
 	return _sq_self != NULL && _sq_apply_depth == 0;
 }

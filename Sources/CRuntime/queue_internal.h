@@ -442,7 +442,7 @@ SQ_INTERNAL void _sq_pool_push_overcommit(int root_index, struct sq_job_s *job);
  * (pool_slot.c). */
 SQ_INTERNAL void _sq_pool_push_next(int root_index, struct sq_job_s *job);
 /* Whether the calling thread may hand work to its next-job slot: a worker
- * running a job, outside sq_apply_f. */
+ * running a job, outside sq_apply_f and sq_apply_range_f. */
 SQ_INTERNAL bool _sq_pool_can_hand_off(void);
 /* Moves the calling worker's next-job slot job, if any, to its ring or a
  * root queue: for work that goes on after a hand-off (the on-time runner). */
@@ -489,7 +489,8 @@ SQ_INTERNAL size_t _sq_queue_debug(struct sq_object_s *object, char *buf,
 /* The number of workers the pool aims to keep running (usable CPUs). */
 SQ_INTERNAL int _sq_pool_width(void);
 
-/* How deep the calling thread is inside sq_apply_f calls. */
+/* How deep the calling thread is inside sq_apply_f / sq_apply_range_f
+ * calls. */
 SQ_INTERNAL extern SQ_TLS int _sq_apply_depth;
 
 /* Whether the calling thread is the process's main thread. */

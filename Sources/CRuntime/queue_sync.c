@@ -697,13 +697,15 @@ sq_barrier_sync_f(sq_queue_t queue, void *context, sq_function_t function)
 	_sq_sync("sq_barrier_sync", queue, context, function, true);
 }
 
-/* Used by sq_apply_f on serial queues: the same rules and messages. */
-SQ_INTERNAL void _sq_sync_for_apply(struct sq_queue_s *q, void *ctx,
-		sq_function_t func);
+/* Used by sq_apply_f and sq_apply_range_f (`call`) on serial and concurrent
+ * queues: the same rules and messages. */
+SQ_INTERNAL void _sq_sync_for_apply(const char *call, struct sq_queue_s *q,
+		void *ctx, sq_function_t func);
 
 void
-_sq_sync_for_apply(struct sq_queue_s *q, void *ctx, sq_function_t func)
+_sq_sync_for_apply(const char *call, struct sq_queue_s *q, void *ctx,
+		sq_function_t func)
 {
-	_sq_sync("sq_apply_f", q, ctx, func, false);
+	_sq_sync(call, q, ctx, func, false);
 }
 

@@ -2,7 +2,7 @@
 //
 // SwiftQueues — submitting work to a WorkQueue: async, sync, barriers,
 // work items, concurrentPerform (sq_async_f, sq_sync_f, sq_barrier_*_f,
-// sq_group_async_f, sq_async_workitem, sq_apply_f).
+// sq_group_async_f, sq_async_workitem, sq_apply_f, sq_apply_range_f).
 //
 //===----------------------------------------------------------------------===//
 
@@ -124,6 +124,58 @@ extension WorkQueue {
         apply(iterations, on: nil, body)
     }
 
+    /// Calls `body` with disjoint ranges that together cover `range`, on this
+    /// queue, and returns when all calls have returned (`sq_apply_range_f`).
+    ///
+    /// The body loops over its range itself, so the compiler inlines and
+    /// vectorizes that loop; a call costs the same however many indices its
+    /// range holds, which makes this the form for small bodies:
+    ///
+    ///     WorkQueue.concurrentPerform(range: 0..<values.count) { range in
+    ///         for i in range { output[i] = values[i] * 2 }
+    ///     }
+    ///
+    /// The runtime sizes the ranges while the loop runs (large ones for a
+    /// cheap body, small ones that balance for a costly or uneven one). On
+    /// a concurrent queue the calls run in parallel (the calling thread
+    /// takes part); on a serial queue there is one call for all of `range`.
+    /// A nested call runs all of its range on the calling thread.
+    @inlinable
+    public func concurrentPerform(range: Range<Int>, _ body: @Sendable (Range<Int>) -> Void) {
+        Self._applyRange(range, on: raw, body)
+    }
+
+    /// ``concurrentPerform(range:_:)`` on the worker pool (and the calling
+    /// thread), like ``concurrentPerform(iterations:_:)`` (`SQ_APPLY_AUTO`).
+    @inlinable
+    public static func concurrentPerform(range: Range<Int>, _ body: @Sendable (Range<Int>) -> Void) {
+        _applyRange(range, on: nil, body)
+    }
+
+    /// Runs `body` through `sq_apply_range_f`: one C call per range, the
+    /// closure reached through a pointer to a stack value (no allocation,
+    /// and no reference counting but a copy of the closure per range).
+    @inlinable
+    internal static func _applyRange(
+        _ range: Range<Int>, on queue: OpaquePointer?, _ body: @Sendable (Range<Int>) -> Void
+    ) {
+        if range.isEmpty { return }
+        withoutActuallyEscaping(body) { body in
+            var loop = _RangeLoop(body: body, lowerBound: range.lowerBound)
+            // C calls the function only before sq_apply_range_f returns
+            // (a helper that starts later finds nothing left), so `loop`
+            // and its escaping copy of `body` are gone again when
+            // withoutActuallyEscaping checks it.
+            withUnsafeMutablePointer(to: &loop) { pointer in
+                sq_apply_range_f(range.count, queue, UnsafeMutableRawPointer(pointer)) { context, begin, end in
+                    let loop = context.unsafelyUnwrapped.assumingMemoryBound(to: _RangeLoop.self)
+                    let base = loop.pointee.lowerBound
+                    loop.pointee.body(base &+ Int(bitPattern: UInt(begin))..<base &+ Int(bitPattern: UInt(end)))
+                }
+            }
+        }
+    }
+
     /// Runs `body` through `sq_apply_f` with no per-iteration reference
     /// counting and one C call per *unit* of up to 16 iterations.
     ///
@@ -192,5 +244,20 @@ private final class ApplyLoop {
             body(i)
             i &+= 1
         }
+    }
+}
+
+/// One `concurrentPerform(range:)`: the body and where the range starts.
+/// The participating threads share it through a raw pointer while the call
+/// runs, which is safe: it is only read, and `body` is `@Sendable`.
+@usableFromInline
+internal struct _RangeLoop {
+    @usableFromInline let body: @Sendable (Range<Int>) -> Void
+    @usableFromInline let lowerBound: Int
+
+    @inlinable
+    init(body: @escaping @Sendable (Range<Int>) -> Void, lowerBound: Int) {
+        self.body = body
+        self.lowerBound = lowerBound
     }
 }

@@ -89,6 +89,7 @@ public final class WorkQueue: @unchecked Sendable {
     }
 
     /// The C queue. Owned (one reference) unless ``isShared``.
+    @usableFromInline
     internal let raw: OpaquePointer
 
     /// The label given at creation (`""` for none): shown as the worker

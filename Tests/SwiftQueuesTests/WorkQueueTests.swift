@@ -556,6 +556,88 @@ import SwiftQueues
         #expect(calls.load() == 25)
         #expect(covered.allSatisfy { $0.load() == 1 })
     }
+
+    // MARK: - concurrentPerform(range:)
+
+    /// Non-empty, disjoint ranges inside `range` that cover every index once,
+    /// on the pool, a concurrent queue, and from a lower bound other than 0.
+    @Test(arguments: [0..<1, 0..<1_000, 100..<100_103, -500..<500])
+    func concurrentPerformRangeCoversEveryIndexOnce(range: Range<Int>) {
+        let hits = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: range.count)
+        hits.initialize(repeating: 0)
+        defer { hits.deallocate() }
+        nonisolated(unsafe) let slots = hits
+        let bad = AtomicCounter()
+        let calls = AtomicCounter()
+        let check: @Sendable (Range<Int>) -> Void = { part in
+            calls.increment()
+            if part.isEmpty || part.lowerBound < range.lowerBound || part.upperBound > range.upperBound {
+                bad.increment()
+                return
+            }
+            for index in part { slots[index - range.lowerBound] &+= 1 }
+        }
+        WorkQueue.concurrentPerform(range: range, check)
+        #expect(bad.load() == 0)
+        #expect(hits.allSatisfy { $0 == 1 })
+        #expect(calls.load() >= 1 && calls.load() <= Int64(range.count))
+
+        let concurrent = WorkQueue(label: "range.concurrent", attributes: .concurrent)
+        concurrent.concurrentPerform(range: range, check)
+        #expect(bad.load() == 0)
+        #expect(hits.allSatisfy { $0 == 2 })
+    }
+
+    /// An empty range calls nothing.
+    @Test func concurrentPerformEmptyRangeCallsNothing() {
+        WorkQueue.concurrentPerform(range: 0..<0) { _ in Issue.record("called for 0..<0") }
+        WorkQueue.concurrentPerform(range: 7..<7) { _ in Issue.record("called for 7..<7") }
+    }
+
+    /// A cheap body over many indices: a sum over large ranges, far fewer
+    /// calls than indices.
+    @Test func concurrentPerformRangeSumsACheapBody() {
+        let sum = AtomicCounter()
+        let calls = AtomicCounter()
+        let count = 4_000_000
+        WorkQueue.concurrentPerform(range: 0..<count) { range in
+            var partial: Int64 = 0
+            for index in range { partial &+= Int64(index) }
+            sum.add(partial, ordering: .relaxed)
+            calls.increment()
+        }
+        #expect(sum.load() == Int64(count) * Int64(count - 1) / 2)
+        #expect(calls.load() < Int64(count / 100))
+    }
+
+    /// On a serial queue: one call with the whole range, on that queue.
+    @Test func concurrentPerformRangeOnASerialQueueIsOneCall() {
+        let queue = WorkQueue(label: "range.serial")
+        let seen = UnsafeBox<[Range<Int>]>([])
+        let onQueue = UnsafeBox(true)
+        queue.concurrentPerform(range: 10..<510) { range in
+            seen.value.append(range)
+            if WorkQueue.currentLabel != "range.serial" { onQueue.value = false }
+        }
+        #expect(seen.value == [10..<510])
+        #expect(onQueue.value)
+    }
+
+    /// A nested call runs inline: one call for its whole range.
+    @Test func nestedConcurrentPerformRangeRunsInline() {
+        let inner = AtomicCounter()
+        let whole = AtomicCounter()
+        WorkQueue.concurrentPerform(range: 0..<16) { outer in
+            for _ in outer {
+                WorkQueue.concurrentPerform(range: 0..<100) { range in
+                    inner.increment()
+                    if range == 0..<100 { whole.increment() }
+                }
+            }
+        }
+        #expect(inner.load() == 16)
+        #expect(whole.load() == 16)
+    }
 }
 
 /// A dictionary isolated by a queue: a serial queue, or a concurrent queue

@@ -5,7 +5,7 @@
  * copying the block (captured values are those at submission, and the copy
  * is released after it runs — LeakSanitizer checks that), async then sync,
  * a completion callback (average_async) with blocks, nested async,
- * sq_apply / barrier / group block wrappers.
+ * sq_apply / sq_apply_range / barrier / group block wrappers.
  */
 #include "../queue_helpers.h"
 
@@ -177,6 +177,23 @@ test_apply_and_groups(void)
 		if (atomic_load(&hits[i]) != 1)
 			once = 0;
 	CHECK(once);
+
+	/* sq_apply_range: the block loops over its own range; the ranges
+	 * cover every index once, and the captured array is the caller's. */
+	static atomic_uchar range_hits[100000];
+	static atomic_long range_calls;
+	atomic_uchar *rh = range_hits;
+	sq_apply_range(100000, SQ_APPLY_AUTO, ^(size_t begin, size_t end) {
+		atomic_fetch_add(&range_calls, 1);
+		for (size_t i = begin; i < end; i++)
+			atomic_fetch_add(&rh[i], 1);
+	});
+	once = 1;
+	for (size_t i = 0; i < 100000; i++)
+		if (atomic_load(&range_hits[i]) != 1)
+			once = 0;
+	CHECK(once);
+	CHECK(atomic_load(&range_calls) >= 1);
 
 	/* Barrier blocks on a concurrent queue; group blocks. */
 	static atomic_int readers, bad, ran;
