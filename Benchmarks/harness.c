@@ -49,6 +49,7 @@ static const bench_scenario_t *const bench_areas[] = {
 	bench_trace,
 	bench_timers,
 	bench_qos,
+	bench_peers,
 	NULL
 };
 
