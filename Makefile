@@ -16,7 +16,8 @@
 #                    swiftc has no UBSan)
 #   make test-soak   the guarantee checker for SOAK_SECONDS (default 600), every width
 #   make test-guarantees-dispatch  the guarantee checker on the toolchain's libdispatch
-#   make bench       head-to-head benchmarks against the toolchain's libdispatch
+#   make bench       head-to-head benchmarks against the toolchain's libdispatch,
+#                    and oneTBB / libuv on loops, fan-out, fork-join and ping-pong
 #   make trace-demo  records traces of Examples/c/pipeline.c and Examples/c/stall.c into
 #                    build/ (open them in Perfetto UI) and runs sq-trace-report on the
 #                    stall's (docs/OBSERVABILITY.md)
@@ -83,7 +84,7 @@ BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
         test-install test-compat test-swift test-swift-executor test-snippets test-man \
         man-deps test-tsan test-asan \
         release-checks test-soak test-guarantees-dispatch \
-        bench bench-trace-cost trace-cost trace-demo notrace-lib demo install \
+        bench bench-deps bench-trace-cost trace-cost trace-demo notrace-lib demo install \
         uninstall clean
 
 all: lib
@@ -366,7 +367,22 @@ test-asan: deps
 
 # ---- benchmarks and demo -----------------------------------------------------
 
-bench: lib
+# The peer rows (Benchmarks/bench_peers.c) need oneTBB and libuv: installed
+# with apt-get like `deps` when pkg-config cannot find them; where that
+# fails, the benchmarks run without those rows.
+BENCH_PKGS := tbb libuv
+
+bench-deps:
+	@if command -v pkg-config >/dev/null 2>&1 && pkg-config --exists $(BENCH_PKGS); then :; else \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  echo "The peer benchmarks need oneTBB and libuv (pkg-config: $(BENCH_PKGS)); running:"; \
+	  echo "  $$sudo apt-get update && $$sudo apt-get install -y libtbb-dev libuv1-dev"; \
+	  { $$sudo apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq libtbb-dev libuv1-dev; } || \
+	    echo "Not installed: the benchmarks run without the oneTBB and libuv rows."; \
+	fi
+
+bench: lib bench-deps
 	$(MAKE) --no-print-directory -C Benchmarks ROOT=$(CURDIR) run
 	$(SWIFT) run -c release --package-path Benchmarks/SwiftBench \
 	  --scratch-path $(CURDIR)/.build-bench-swift SwiftBench

@@ -50,6 +50,7 @@ static const bench_scenario_t *const bench_areas[] = {
 	bench_timers,
 	bench_qos,
 	bench_loops,
+	bench_peers,
 	NULL
 };
 

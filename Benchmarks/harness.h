@@ -48,6 +48,7 @@ extern const bench_scenario_t bench_trace[];
 extern const bench_scenario_t bench_timers[];
 extern const bench_scenario_t bench_qos[];
 extern const bench_scenario_t bench_loops[];
+extern const bench_scenario_t bench_peers[];
 
 /* bench_pool.c's child processes: main() runs this instead of the table
  * when BENCH_POOL_CHILD is set, and returns its exit status. */

@@ -26,12 +26,35 @@
  *
  * While count > 0 the group holds an internal reference on itself, so a
  * group released with work pending still wakes its waiters and notifies.
+ *
+ * Groups in the program's storage (sq_group_init). Fork-join code makes a
+ * group per node, and a node's group lives exactly as long as the node's
+ * task waits in it: the task's stack can hold it, with no allocation. Such
+ * a group is the same object with another vtable, ended by
+ * sq_group_destroy (never sq_release), which requires it empty. It does
+ * without the self-reference: the program cannot drop it while members
+ * are pending, so an enter from 0 and an emptying leave cost no atomic on
+ * the reference count. What destroy must add is waiting for the runtime
+ * to be out of the storage, since a waiter may see the group empty before
+ * the emptying leave is done with it:
+ *   - without notifications or sleepers, that leave's compare-and-swap is
+ *     its last access: destroy's acquire load of the empty count orders it;
+ *   - with sleepers it also wakes the futex: a system call on the address
+ *     that reads no memory (a wake that reaches storage reused as another
+ *     futex word is spurious, which every futex waiter tolerates);
+ *   - with notifications it detaches the list under notify_lock: destroy
+ *     waits until the lock is free, which waits the detach out;
+ *   - a thread that slept in sq_group_wait reads the state after its wake:
+ *     it holds an internal reference while it sleeps, and destroy waits
+ *     until the count is back to the program's one.
  */
 #include "queue_internal.h"
 #include "trace_internal.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define GROUP_COUNT_MASK 0x3fffffffull
 #define GROUP_HAS_WAITERS (1ull << 30)
@@ -97,6 +120,114 @@ sq_group_create(void)
 	return g;
 }
 
+/* ---- groups in the program's storage ------------------------------------- */
+
+_Static_assert(sizeof(struct sq_group_s) <= sizeof(sq_group_storage_t),
+		"sq_group_storage_t is too small for a group");
+_Static_assert(_Alignof(struct sq_group_s) <= _Alignof(sq_group_storage_t),
+		"sq_group_storage_t is not aligned enough for a group");
+
+/* The program dropped its last reference with sq_release: its storage is
+ * not ours to free. */
+static void
+_sq_group_storage_last_release(struct sq_object_s *object)
+{
+	(void)object;
+	_sq_client_crash("sq_release", "the group lives in the program's "
+			"storage (sq_group_init): end it with "
+			"sq_group_destroy");
+}
+
+/* Reached only past the crash above (the internal count cannot reach zero
+ * otherwise: destroy ends the program's reference without the count). The
+ * storage stays the program's: nothing to free. */
+static void
+_sq_group_storage_dispose(struct sq_object_s *object)
+{
+	struct sq_group_s *g = (struct sq_group_s *)object;
+	_sq_notify_fire(g->notify_head);
+}
+
+static const struct sq_vtable_s _sq_group_storage_vtable = {
+	.kind = "group",
+	.dispose = _sq_group_storage_dispose,
+	.last_external_release = _sq_group_storage_last_release,
+	.debug = _sq_group_debug,
+};
+
+sq_group_t
+sq_group_init(sq_group_storage_t *storage)
+{
+	if (SQ_UNLIKELY(storage == NULL))
+		_sq_client_crash("sq_group_init", "storage is NULL");
+	struct sq_group_s *g = (struct sq_group_s *)(void *)storage;
+	memset(g, 0, sizeof(*g));
+	g->object.vtable = &_sq_group_storage_vtable;
+	g->object.xref = 1;
+	g->object.ref = 1;
+	g->notify_tail = &g->notify_head;
+	return g;
+}
+
+void
+sq_group_destroy(sq_group_t group)
+{
+	_sq_object_validate("sq_group_destroy", group);
+	struct sq_group_s *g = group;
+	struct sq_object_s *o = &g->object;
+	if (SQ_UNLIKELY(o->vtable != &_sq_group_storage_vtable)) {
+		_sq_client_crash("sq_group_destroy", "the group was made by "
+				"sq_group_create: release it with sq_release");
+	}
+	int32_t xref = __atomic_load_n(&o->xref, __ATOMIC_RELAXED);
+	if (SQ_UNLIKELY(xref != 1)) {
+		_sq_client_crash("sq_group_destroy", "the program still holds "
+				"%d sq_retain of the group", xref - 1);
+	}
+	/* Acquire: the emptying leave's CAS (acq_rel) happens before what
+	 * follows, the reuse of the storage included. */
+	uint64_t st = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+	if (SQ_UNLIKELY((st & GROUP_COUNT_MASK) != 0)) {
+		_sq_client_crash("sq_group_destroy", "the group is not empty "
+				"(%llu member%s not done)%s",
+				(unsigned long long)(st & GROUP_COUNT_MASK),
+				(st & GROUP_COUNT_MASK) == 1 ? "" : "s",
+				(st & GROUP_HAS_WAITERS) ?
+				" and a thread waits on it" : "");
+	}
+	/* An emptying leave that detaches notifications takes the lock
+	 * before its CAS, so with the group seen empty the lock is either
+	 * still held by it or was dropped (release) for good. Acquire: an
+	 * unlocked word orders that detach before us; a held one is waited
+	 * out by taking the lock. Fork-join groups never notify: one load. */
+	if (__atomic_load_n(&g->notify_lock._sq_state, __ATOMIC_ACQUIRE) != 0) {
+		sq_spinlock_lock(&g->notify_lock);
+		sq_spinlock_unlock(&g->notify_lock);
+	}
+	/* Until every thread woken in sq_group_wait dropped its internal
+	 * reference, its last touch of the storage. Acquire: pairs with
+	 * their acq_rel release. The window is a few instructions unless
+	 * that thread was preempted in it: yield, do not spin. */
+	while (__atomic_load_n(&o->ref, __ATOMIC_ACQUIRE) != 1)
+		sched_yield();
+	sq_function_t finalizer = __atomic_load_n(&o->finalizer,
+			__ATOMIC_ACQUIRE);
+	void *context = __atomic_load_n(&o->context, __ATOMIC_ACQUIRE);
+	if (finalizer != NULL && context != NULL)
+		finalizer(context);
+	/* As _sq_object_free: a later use of the group is caught while the
+	 * storage still holds these bytes. */
+	__atomic_store_n(&o->ref, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&o->xref, SQ_REF_FREED, __ATOMIC_RELAXED);
+}
+
+/* Whether the group lives in the program's storage (sq_group_init). */
+static inline bool
+_sq_group_in_storage(const struct sq_group_s *g)
+{
+	return g->object.vtable == &_sq_group_storage_vtable;
+}
+
 static void
 _sq_group_enter(struct sq_group_s *g)
 {
@@ -109,8 +240,9 @@ _sq_group_enter(struct sq_group_s *g)
 	}
 	/* 0 -> 1: the group keeps itself alive until it is empty again.
 	 * The caller holds a reference, so the object cannot go away
-	 * between the add and this retain. */
-	if (count == 0)
+	 * between the add and this retain. (Not a group in the program's
+	 * storage: it cannot go away while not empty.) */
+	if (count == 0 && !_sq_group_in_storage(g))
 		_sq_retain_internal(g);
 }
 
@@ -126,6 +258,9 @@ _sq_group_leave(struct sq_group_s *g)
 {
 	struct sq_notify_s *list = NULL;
 	bool locked = false;
+	/* Read now: past the emptying CAS, a group in the program's storage
+	 * may be gone (see the top of the file). */
+	bool in_storage = _sq_group_in_storage(g);
 	/* Relaxed: a first guess for the CAS loop. */
 	uint64_t old = __atomic_load_n(&g->state, __ATOMIC_RELAXED);
 	uint64_t new;
@@ -182,7 +317,8 @@ _sq_group_leave(struct sq_group_s *g)
 		_sq_futex_wake(_sq_group_gen_word(g), INT_MAX);
 	}
 	/* Last: drop the reference taken when the group became non-empty. */
-	_sq_release_internal(g);
+	if (!in_storage)
+		_sq_release_internal(g);
 }
 
 void
@@ -221,11 +357,19 @@ sq_group_wait(sq_group_t group, sq_time_t timeout)
 			_sq_pool_help(_sq_group_is_empty, _sq_group_is_member,
 			g))
 		old = __atomic_load_n(&g->state, __ATOMIC_ACQUIRE);
+	if ((old & GROUP_COUNT_MASK) == 0)
+		return 0;
+	if (timeout == SQ_TIME_NOW)
+		return ETIMEDOUT;
+	/* A sleeper touches the group after the emptying leave woke it: an
+	 * internal reference, taken before it announces itself, makes
+	 * sq_group_destroy wait for it (above). */
+	_sq_retain_internal(g);
 	for (;;) {
-		if ((old & GROUP_COUNT_MASK) == 0)
+		if ((old & GROUP_COUNT_MASK) == 0) {
+			_sq_release_internal(g);
 			return 0;
-		if (timeout == SQ_TIME_NOW)
-			return ETIMEDOUT;
+		}
 		if (old & GROUP_HAS_WAITERS)
 			break;
 		/* Announce a sleeper. Acquire (both ways): the value read
@@ -257,6 +401,7 @@ sq_group_wait(sq_group_t group, sq_time_t timeout)
 	}
 	SQ_TRACE_WAIT_END(SQ_WAIT_GROUP, NULL, g);
 	_sq_pool_block_end();
+	_sq_release_internal(g);
 	return result;
 }
 

@@ -122,9 +122,9 @@ struct sq_queue_s {
 	 * queue over (queue_sync.c, "Taking a queue over"). */
 	int32_t sync_waiters;
 	uint32_t trace_label; /* the label's number in traces, 0 until asked */
+	sq_spinlock_t specific_lock; /* guards specifics */
 	struct sq_cont_s *pending_barrier;
 
-	sq_spinlock_t specific_lock;
 	struct sq_specific_s *specifics;
 
 	/* What the runtime's looks (snapshots, the watchdog) last saw: the
@@ -140,14 +140,29 @@ struct sq_queue_s {
 	struct sq_job_s *stashed;
 
 	/* The tasks: MPSC, consumed only by the queue's one drainer. Head
-	 * and tail on separate cache lines. */
-	_Alignas(SQ_CACHELINE) struct __cds_wfcq_head head;
+	 * and tail on separate cache lines: queues come from malloc, which
+	 * aligns to 16 bytes, not to a line, so the separation is by
+	 * distance. `head` starts a 16-byte slot (static assert below: keep
+	 * the members above it summing to a multiple of 16) that
+	 * also holds the drain marks, and `tail` starts the slot a full line
+	 * further on: two 16-byte slots a line apart never share a line,
+	 * whatever the allocation's offset within one. (Aligning the members
+	 * to a line instead would pad the queue by up to two lines that
+	 * malloc does not honour anyway.) */
+	struct __cds_wfcq_head head;
 	/* The drain marks (see "Drain marks"), next to the head the
 	 * drainer writes anyway. */
 	uint32_t pops;
 	uint8_t phase;
-	_Alignas(SQ_CACHELINE) struct cds_wfcq_tail tail;
+	char tail_distance[SQ_CACHELINE - sizeof(struct __cds_wfcq_head) -
+			sizeof(uint32_t) - sizeof(uint32_t)];
+	struct cds_wfcq_tail tail;
 };
+
+_Static_assert(__builtin_offsetof(struct sq_queue_s, head) % 16 == 0 &&
+		__builtin_offsetof(struct sq_queue_s, tail) -
+		__builtin_offsetof(struct sq_queue_s, head) == SQ_CACHELINE,
+		"a queue's head and tail must sit a cache line apart");
 
 /* ---- Drain marks --------------------------------------------------------
  *

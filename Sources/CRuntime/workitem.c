@@ -50,13 +50,14 @@ struct sq_workitem_s {
 	void *function_context;
 	sq_function_t function;
 	sq_spinlock_t notify_lock;
-	struct sq_notify_s *notify_head; /* FIFO, under the lock */
-	struct sq_notify_s **notify_tail;
 	/* Its QoS class as a root index (SQ_ROOT_NONE: none) and relative
-	 * priority; the queue its last submission went to (a reference
-	 * held until the item is destroyed), for waiters to raise. */
+	 * priority (in the lock's padding); the queue its last submission
+	 * went to (a reference held until the item is destroyed), for
+	 * waiters to raise. */
 	uint8_t qos_root;
 	int8_t relpri;
+	struct sq_notify_s *notify_head; /* FIFO, under the lock */
+	struct sq_notify_s **notify_tail;
 	struct sq_queue_s *queue;
 };
 

@@ -82,3 +82,85 @@ public final class WorkGroup: @unchecked Sendable {
         }
     }
 }
+
+/// A group that lives for one ``withWorkGroup(_:)`` call, in that call's
+/// stack frame: fork-join code can make one per node with no allocation.
+///
+/// It cannot be copied or kept past the call. Everything a ``WorkGroup``
+/// does, it does; submissions go through ``async(on:_:)``.
+public struct ScopedWorkGroup: ~Copyable {
+    /// The C group, in the storage of the enclosing `withWorkGroup`.
+    internal let raw: OpaquePointer
+
+    internal init(raw: OpaquePointer) {
+        self.raw = raw
+    }
+
+    /// Submits `body` to `queue` as a member of the group.
+    public func async(
+        on queue: WorkQueue = .global(),
+        _ body: @escaping @Sendable () -> Void
+    ) {
+        sq_group_async_f(raw, queue.raw, ClosureBox.retained(body), runAndReleaseClosureBox)
+    }
+
+    /// Counts one more unit of outstanding work; balance it with
+    /// ``leave()`` before the scope ends.
+    public func enter() {
+        sq_group_enter(raw)
+    }
+
+    /// Marks one unit of outstanding work (one ``enter()``) as finished.
+    public func leave() {
+        sq_group_leave(raw)
+    }
+
+    /// Blocks the calling thread until the group is empty. On a pool
+    /// worker, it first runs the members its own task submitted, as
+    /// ``WorkGroup/wait()`` does.
+    @available(*, noasync, message: "blocks the thread")
+    public func wait() {
+        _ = sq_group_wait(raw, SQ_TIME_FOREVER)
+    }
+
+    /// Blocks until the group is empty or `timeout` passes, and says which
+    /// came first.
+    public func wait(timeout: WorkDeadline) -> WaitResult {
+        WaitResult(sq_group_wait(raw, timeout.rawValue))
+    }
+
+    /// Submits `body` to `queue` once the group is empty (at once if it
+    /// already is); at the latest, before the scope ends.
+    public func notify(queue: WorkQueue, execute body: @escaping @Sendable () -> Void) {
+        sq_group_notify_f(raw, queue.raw, ClosureBox.retained(body), runAndReleaseClosureBox)
+    }
+}
+
+/// Runs `body` with a new group kept in this call's stack frame
+/// (`sq_group_init`), then waits until the group is empty and ends it: the
+/// call returns after every member has finished, with `body`'s result or
+/// error.
+///
+///     let (left, right) = withWorkGroup { group in
+///         let left = AtomicCounter(), right = AtomicCounter()
+///         group.async { left.store(count(lhs)) }
+///         group.async { right.store(count(rhs)) }
+///         return (left, right)
+///     }
+///
+/// Every ``ScopedWorkGroup/enter()`` must have its leave by the end of
+/// `body`: the call waits for it.
+@available(*, noasync, message: "blocks the thread until the group is empty")
+public func withWorkGroup<Result, Failure: Error>(
+    _ body: (borrowing ScopedWorkGroup) throws(Failure) -> Result
+) throws(Failure) -> Result {
+    try withUnsafeTemporaryAllocation(of: sq_group_storage_t.self, capacity: 1) {
+        (storage) throws(Failure) -> Result in
+        let group = ScopedWorkGroup(raw: sq_group_init(storage.baseAddress!))
+        defer {
+            _ = sq_group_wait(group.raw, SQ_TIME_FOREVER)
+            sq_group_destroy(group.raw)
+        }
+        return try body(group)
+    }
+}

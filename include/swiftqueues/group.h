@@ -20,6 +20,37 @@ SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_group_t
 sq_group_create(void);
 
+/*!
+ * Room for a group kept in storage the program owns (a local variable, a
+ * field of its own struct): sq_group_init makes a group in it with no
+ * allocation, for fork-join code that makes a group per node.
+ */
+typedef struct sq_group_storage_s {
+	uint64_t _sq_opaque[12];
+} sq_group_storage_t;
+
+/*!
+ * Makes an empty group in `storage` and returns it. It works with every
+ * group call; the program holds it as with sq_group_create, but ends it
+ * with sq_group_destroy instead of sq_release. The storage must stay
+ * valid until sq_group_destroy returns.
+ */
+SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
+sq_group_t
+sq_group_init(sq_group_storage_t *storage);
+
+/*!
+ * Ends a group made by sq_group_init. The group must be empty (every
+ * member done, no thread waiting in it) and hold no sq_retain of the
+ * program's; otherwise the process stops. Returns once the runtime is done
+ * with the storage (the last leave may still be on its way out), after
+ * which the storage may go. The group's finalizer, if any, runs first, on
+ * the calling thread.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_group_destroy(sq_group_t group);
+
 /*! Submits `function(context)` to `queue` as a member of `group`. */
 SQ_EXPORT SQ_NOTHROW
 void
