@@ -335,6 +335,17 @@ test_report(const char *path)
 	CHECK(sem && strcmp(json_str(json_get(sem, "waiter"), "thread"),
 			"main thread") == 0);
 
+	/* The answer first: the holder, what it held, who waited. */
+	struct json *sum = json_get(r, "summary"), *ans = NULL;
+	for (size_t i = 0; item_at(sum, i); i++)
+		if (strcmp(json_str(item_at(sum, i), "waited_for"),
+				"test.wait.held") == 0)
+			ans = item_at(sum, i);
+	CHECK(ans && strstr(json_str(ans, "holder"), "hold_queue") != NULL);
+	CHECK(ans && strstr(json_str(ans, "waiter"), "wait_on_held") != NULL);
+	CHECK(ans && json_num(ans, "hold_p50_ms", 0) >= HOLD_MS);
+	CHECK(ans && json_num(ans, "waits", 0) >= 1);
+
 	/* The slowest tasks: the waiter's chain leads to the holder. */
 	struct json *slow = json_get(r, "slowest_tasks"), *mine = NULL;
 	for (size_t i = 0; item_at(slow, i); i++)
@@ -367,6 +378,7 @@ test_report(const char *path)
 
 	/* The same as text. */
 	text = report(path, false);
+	CHECK(text && strstr(text, "The answer"));
 	CHECK(text && strstr(text, "waited for test.wait.held (sync)"));
 	CHECK(text && strstr(text, "held by test.wait.held: hold_queue on "));
 	free(text);
