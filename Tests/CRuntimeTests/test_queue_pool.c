@@ -103,11 +103,14 @@ test_flood_compensates_nothing(void)
 			"started for blocking, %u live of width %u\n", rounds,
 			FLOOD_TASKS, (unsigned long long)(after.compensated -
 				before.compensated), after.live, after.width);
-	/* Sanitizers' own internal locks can make a worker look blocked
-	 * (ThreadSanitizer: 2-5 here, where every atomic takes its
-	 * locks). */
+	/* The monitor takes a worker it sees asleep for a moment in the
+	 * middle of a job for a blocked one: at width 8 on 2 CPUs, 0-3 such
+	 * sightings in the 3.6M tasks (1 run in 6 or so); one per round or
+	 * more is a flood compensated. Sanitizers' own internal locks make
+	 * workers look blocked more often (ThreadSanitizer: 2-5 here, where
+	 * every atomic takes its locks). */
 	CHECK(after.compensated - before.compensated <=
-			(uint64_t)SQT_SCALE(0, 8));
+			(uint64_t)SQT_SCALE(3, 8));
 }
 
 /* ---- HIGH before LOW when the pool is saturated --------------------------- */
