@@ -138,13 +138,16 @@ import Synchronization
     /// machine can delay a fire past the next one, and a late timer skips
     /// what it missed (as `Timer` does), so fewer fires are allowed; a
     /// timer that stopped re-arming fires once, and one that runs early
-    /// fails the spacing check.
+    /// fails the spacing check. The queue is user-interactive, as a UI's
+    /// paint queue would be: the suite's other tests flood the default
+    /// class in parallel, and a handler queued behind them fired 3 times.
     @Test func repeatingScheduledTimer() {
         let log = EventLog()
         let start = ContinuousClock.now
         let fireTimes = Mutex<[Double]>([])
         let timer = RepeatingTimer.scheduled(
-            interval: .milliseconds(100), queue: WorkQueue(label: "paint")
+            interval: .milliseconds(100),
+            queue: WorkQueue(label: "paint", qos: .userInteractive)
         ) { _ in
             let at = millisecondsSince(start)
             fireTimes.withLock { $0.append(at) }
