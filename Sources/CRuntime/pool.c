@@ -662,8 +662,7 @@ _sq_ring_flush(struct sq_worker_s *w)
 	while ((entry = _sq_ring_pop(&w->ring)) != 0) {
 		int r;
 		struct sq_job_s *job = _sq_entry_job(entry, &r);
-		cds_wfcq_enqueue(&_sq_pool.roots[r].head,
-				&_sq_pool.roots[r].tail, &job->link);
+		_sq_root_push(r, job);
 	}
 }
 

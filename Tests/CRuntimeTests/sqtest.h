@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,6 +47,41 @@ static int sqt_passed, sqt_failed;
 					#actual, #expected, _a, _e);           \
 		}                                                              \
 	} while (0)
+
+/* A CPU-bound process beside the test (contention: preemption at the
+ * wrong moment, which a quiet machine hides). It dies with the test or
+ * after `seconds`; the test ends it with sqt_stop_busy_loop. */
+static inline pid_t
+sqt_start_busy_loop(unsigned seconds)
+{
+	pid_t parent = getpid();
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(3);
+		alarm(seconds);
+		volatile unsigned long spin = 0;
+		for (;;)
+			spin++;
+	}
+	if (pid < 0) {
+		perror("fork");
+		exit(2);
+	}
+	return pid;
+}
+
+/* Ends a busy loop by its process id (0: none). */
+static inline void
+sqt_stop_busy_loop(pid_t pid)
+{
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+}
 
 static inline int
 sqt_finish(const char *name)

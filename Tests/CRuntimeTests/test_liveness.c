@@ -932,32 +932,6 @@ child_main(const struct config *c)
 
 /* ---- the parent's side ------------------------------------------------------ */
 
-static pid_t
-start_busy_loop(void)
-{
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		die_with_parent();
-		alarm(600);
-		volatile unsigned long spin = 0;
-		for (;;)
-			spin++;
-	}
-	if (pid < 0) {
-		perror("fork");
-		exit(2);
-	}
-	return pid;
-}
-
-static void
-stop_busy_loop(pid_t pid)
-{
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-}
-
 static long
 progress_sum(void)
 {
@@ -990,8 +964,8 @@ run_config(const struct config *c)
 	memset(sh, 0, sizeof(*sh));
 	pid_t busy[2] = { 0, 0 };
 	if (c->contention) {
-		busy[0] = start_busy_loop();
-		busy[1] = start_busy_loop();
+		busy[0] = sqt_start_busy_loop(600);
+		busy[1] = sqt_start_busy_loop(600);
 	}
 	fflush(NULL);
 	uint64_t t0 = sqt_now_ns();
@@ -1034,8 +1008,8 @@ run_config(const struct config *c)
 	double ms = sqt_ms_since(t0);
 	double idle_s = (double)(sqt_now_ns() - last_change) / 1e9;
 	if (c->contention) {
-		stop_busy_loop(busy[0]);
-		stop_busy_loop(busy[1]);
+		sqt_stop_busy_loop(busy[0]);
+		sqt_stop_busy_loop(busy[1]);
 	}
 
 	format_counters(c->sc, counters, sizeof(counters));

@@ -151,31 +151,14 @@ child_run(enum form form, int width)
 	_exit(0);
 }
 
-static pid_t
-start_busy_loop(pid_t parent)
-{
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(3);
-		alarm(120);
-		volatile unsigned long spin = 0;
-		for (;;)
-			spin++;
-	}
-	return pid;
-}
-
 static void
 run_one(enum form form, int width, bool contention, bool unprivileged)
 {
 	memset(res, 0, sizeof(*res));
-	pid_t parent = getpid(), busy[2] = { 0, 0 };
+	pid_t busy[2] = { 0, 0 };
 	if (contention) {
-		busy[0] = start_busy_loop(parent);
-		busy[1] = start_busy_loop(parent);
+		busy[0] = sqt_start_busy_loop(120);
+		busy[1] = sqt_start_busy_loop(120);
 	}
 	fflush(NULL);
 	pid_t pid = fork();
@@ -191,11 +174,8 @@ run_one(enum form form, int width, bool contention, bool unprivileged)
 	}
 	int status = 0;
 	waitpid(pid, &status, 0);
-	for (int i = 0; i < 2; i++)
-		if (busy[i] > 0) {
-			kill(busy[i], SIGKILL);
-			waitpid(busy[i], NULL, 0);
-		}
+	sqt_stop_busy_loop(busy[0]);
+	sqt_stop_busy_loop(busy[1]);
 
 	long c[NCLASS], sum = 0;
 	for (int i = 0; i < NCLASS; i++)

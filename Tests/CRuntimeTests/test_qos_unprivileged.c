@@ -154,31 +154,14 @@ scenario_batch(int width)
 	sq_release(g);
 }
 
-static pid_t
-start_busy_loop(pid_t parent)
-{
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(3);
-		alarm(120);
-		volatile unsigned long spin = 0;
-		for (;;)
-			spin++;
-	}
-	return pid;
-}
-
 static bool
 run_one(int width, int max_threads, bool contention)
 {
 	memset(sh, 0, sizeof(*sh));
-	pid_t parent = getpid(), busy[2] = { 0, 0 };
+	pid_t busy[2] = { 0, 0 };
 	if (contention) {
-		busy[0] = start_busy_loop(parent);
-		busy[1] = start_busy_loop(parent);
+		busy[0] = sqt_start_busy_loop(120);
+		busy[1] = sqt_start_busy_loop(120);
 	}
 	fflush(NULL);
 	pid_t pid = fork();
@@ -205,11 +188,8 @@ run_one(int width, int max_threads, bool contention)
 	}
 	int status = 0;
 	waitpid(pid, &status, 0);
-	for (int i = 0; i < 2; i++)
-		if (busy[i] > 0) {
-			kill(busy[i], SIGKILL);
-			waitpid(busy[i], NULL, 0);
-		}
+	sqt_stop_busy_loop(busy[0]);
+	sqt_stop_busy_loop(busy[1]);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 77)
 		return false;
 	long wrong = 0;
