@@ -5,8 +5,12 @@
 #                    chaos pass, C install check (pkg-config, CMake, man pages),
 #                    unmodified libdispatch programs, swift test in both executor
 #                    modes, documentation snippets, man pages)
-#   make test-man    every public sq_ function has a man page (man/*.3), every page
-#                    renders without warnings
+#   make docs        the reference docs in build/docs: the C API's HTML (c-html) and
+#                    man pages (man/man3) by Doxygen from the headers' comments, the
+#                    Swift module's by DocC (swift)
+#   make test-man    regenerates the C docs (failing on an undocumented public name),
+#                    every public sq_ function has a generated man page, every page
+#                    renders without warnings, `man` finds them in an installed prefix
 #   make test-compat libdispatch's test programs and GCD examples, unchanged, built
 #                    against the compatibility headers (compat/dispatch) and run
 #   make test-chaos  the pool's width matrix and the guarantee checker in a chaos
@@ -82,7 +86,7 @@ BLOCKS_TESTS  := $(patsubst Tests/CRuntimeTests/blocks/%.c,$(BUILD)/tests/%,\
 
 .PHONY: all deps lib pc test test-c test-c-wide test-chaos test-chaos-short \
         test-install test-compat test-swift test-swift-executor test-snippets test-man \
-        man-deps test-tsan test-asan \
+        man-deps docs docs-c docs-swift test-tsan test-asan \
         release-checks test-soak test-guarantees-dispatch \
         bench bench-deps bench-trace-cost trace-cost trace-demo notrace-lib demo install \
         uninstall clean
@@ -140,7 +144,7 @@ $(BUILD)/%.cmake: cmake/%.cmake.in Makefile
 # (INCLUDEDIR/swiftqueues-dispatch/dispatch), on the include path only of
 # programs that ask for them (pkg-config swiftqueues-dispatch,
 # SwiftQueues::dispatch): never over the system's <dispatch/dispatch.h>.
-install: lib
+install: lib docs-c
 	@rm -f $(CONFIGURED)
 	$(MAKE) --no-print-directory pc PREFIX=$(PREFIX) LIBDIR=$(LIBDIR) INCLUDEDIR=$(INCLUDEDIR)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)/swiftqueues \
@@ -159,23 +163,15 @@ install: lib
 	install -m 644 $(BUILD)/SwiftQueuesConfig.cmake $(BUILD)/SwiftQueuesConfigVersion.cmake \
 	  $(DESTDIR)$(LIBDIR)/cmake/SwiftQueues/
 	@rm -f $(CONFIGURED)
-	install -d $(DESTDIR)$(MANDIR)/man3
-	@# Each page that documents a declared function, and a link page
-	@# (".so") for every other declared name it documents.
-	@CC="$(CC)" sh scripts/check-man.sh --install-list | while read -r name page; do \
-	  install -m 644 man/$$page $(DESTDIR)$(MANDIR)/man3/ || exit 1; \
-	  [ "$$name.3" = "$$page" ] || \
-	    printf '.so man3/%s\n' "$$page" > "$(DESTDIR)$(MANDIR)/man3/$$name.3"; \
-	done
+	@# The generated pages: one per family, a link page for every name.
+	DOCS=$(BUILD)/docs sh scripts/check-man.sh --install $(DESTDIR)$(MANDIR)
 
-uninstall:
+uninstall: docs-c
 	rm -rf $(DESTDIR)$(INCLUDEDIR)/swiftqueues $(DESTDIR)$(INCLUDEDIR)/swiftqueues.h \
 	  $(DESTDIR)$(INCLUDEDIR)/swiftqueues-dispatch $(DESTDIR)$(LIBDIR)/cmake/SwiftQueues
 	rm -f $(DESTDIR)$(LIBDIR)/libswiftqueues.* $(DESTDIR)$(LIBDIR)/pkgconfig/swiftqueues.pc \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/swiftqueues-dispatch.pc
-	@CC="$(CC)" sh scripts/check-man.sh --list-names | while read -r name page; do \
-	  rm -f "$(DESTDIR)$(MANDIR)/man3/$$name.3" "$(DESTDIR)$(MANDIR)/man3/$$page"; \
-	done
+	DOCS=$(BUILD)/docs sh scripts/check-man.sh --uninstall $(DESTDIR)$(MANDIR)
 	rm -f $(DESTDIR)$(BINDIR)/sq-trace-report
 
 # ---- tests -----------------------------------------------------------------
@@ -255,8 +251,8 @@ test-install: lib man-deps
 	  $(BUILD)/install-check/cmake/pipeline_f; \
 	else echo "cmake not found: the CMake package is not checked"; fi
 	@# man finds an installed page by any name it documents (a link page).
-	MANPATH=$(CURDIR)/$(BUILD)/install-check/share/man MANWIDTH=80 man -P cat sq_async_f \
-	  | grep -q 'sq_async_f' && echo "man sq_async_f: the sq_async(3) page"
+	MANPATH=$(CURDIR)/$(BUILD)/install-check/share/man MANWIDTH=80 man -P cat sq_async \
+	  | grep -q 'sq_async_f' && echo "man sq_async: the swiftqueues_queue(3) page"
 	@$(MAKE) --no-print-directory uninstall PREFIX=$(CURDIR)/$(BUILD)/install-check >/dev/null
 	@left=$$(find $(BUILD)/install-check/share/man -type f | wc -l); \
 	  if [ "$$left" -ne 0 ]; then echo "uninstall left $$left man pages"; exit 1; fi
@@ -328,10 +324,11 @@ test-swift-executor: deps release-checks
 test-snippets: deps
 	SWIFT="$(SWIFT)" CC="$(CC)" BLOCKS_CC="$(BLOCKS_CC)" sh scripts/check-snippets.sh $(BUILD)
 
-# The man pages: groff renders them (groff-base), man reads the installed
-# ones in test-install (man-db); both are installed when missing.
+# The man pages: Doxygen writes them (doxygen), groff renders them
+# (groff-base), man reads the installed ones (man-db); each is installed
+# when missing.
 man-deps:
-	@for tool in groff:groff-base man:man-db; do \
+	@for tool in doxygen:doxygen groff:groff-base man:man-db; do \
 	  command -v $${tool%%:*} >/dev/null 2>&1 && continue; \
 	  if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
 	  echo "the man pages need $${tool%%:*}; running:"; \
@@ -341,7 +338,23 @@ man-deps:
 	done
 
 test-man: man-deps
-	@CC="$(CC)" sh scripts/check-man.sh
+	@CC="$(CC)" DOCS=$(BUILD)/docs sh scripts/check-man.sh
+
+# The reference docs. The C API's by Doxygen (Doxyfile): HTML in
+# $(BUILD)/docs/c-html, man pages in $(BUILD)/docs/man/man3; it fails on a
+# public name without a comment. The Swift module's by DocC, from the
+# symbol graph `swift package dump-symbol-graph` writes (no plugin):
+# $(BUILD)/docs/swift, a static site (index.html).
+docs: docs-c docs-swift
+
+docs-c: man-deps
+	@rm -rf $(BUILD)/docs/man $(BUILD)/docs/c-html
+	@mkdir -p $(BUILD)/docs
+	DOCS_DIR=$(CURDIR)/$(BUILD)/docs doxygen Doxyfile
+
+DOCC ?= $(SWIFT_BIN_DIR)/docc
+docs-swift: deps
+	sh scripts/swift-docs.sh "$(SWIFT)" "$(DOCC)" $(BUILD)/docs/swift
 
 # The guarantee checker on the toolchain's libdispatch, the reference: the
 # same programs and checks through a thin layer mapping sq_* onto

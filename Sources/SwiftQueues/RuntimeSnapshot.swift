@@ -36,7 +36,9 @@ public struct RuntimeSnapshot: Codable, Sendable, Hashable {
         public var maxThreads: Int
         /// Worker threads alive, idle, and looking for work.
         public var live: Int
+        /// Workers parked on the idle list now.
         public var idle: Int
+        /// Workers looking for work now.
         public var searching: Int
         /// Jobs started by live workers so far.
         public var jobs: UInt64
@@ -45,6 +47,7 @@ public struct RuntimeSnapshot: Codable, Sendable, Hashable {
         /// Worker threads started ever, and of those, started for blocked
         /// workers.
         public var spawned: UInt64
+        /// Of the threads started, those started by the monitor for blocked workers.
         public var compensated: UInt64
         /// Times the monitor's safety net had to wake a worker (0 unless
         /// the wake-up protocol has a bug).
@@ -55,17 +58,23 @@ public struct RuntimeSnapshot: Codable, Sendable, Hashable {
 
     /// A queue.
     public struct QueueInfo: Codable, Sendable, Hashable {
+        /// What kind of queue it is.
         public enum Kind: String, Codable, Sendable, Hashable {
+            /// The main queue, a global queue, a serial or a concurrent queue.
             case main, global, serial, concurrent
         }
+        /// Its label; `""` when it has none.
         public var label: String
         /// Its address: tells apart queues with the same label.
         public var address: UInt
+        /// Main, global, serial or concurrent.
         public var kind: Kind
         /// The label of the queue it targets; `nil` for the main and
         /// global queues.
         public var target: String?
+        /// Suspensions not yet balanced by a resume.
         public var suspendCount: Int
+        /// Created inactive and not yet activated.
         public var isInactive: Bool
         /// Jobs waiting in it (not running); `nil` when it could not be
         /// counted in time.
@@ -82,16 +91,22 @@ public struct RuntimeSnapshot: Codable, Sendable, Hashable {
 
     /// A source.
     public struct SourceInfo: Codable, Sendable, Hashable {
+        /// The source's address.
         public var address: UInt
         /// `"timer"`, `"read"`, `"write"`, `"signal"`, `"process"`,
         /// `"vnode"`, `"data-add"`, `"data-or"`, `"data-replace"`.
         public var type: String
+        /// The handle it watches (descriptor, signal number, process id, ...).
         public var handle: UInt
+        /// The mask it was created with.
         public var mask: UInt
         /// The label of the queue its handlers run on.
         public var target: String
+        /// Suspensions not yet balanced by a resume.
         public var suspendCount: Int
+        /// Not yet activated.
         public var isInactive: Bool
+        /// Cancelled.
         public var isCancelled: Bool
         /// The event loop is watching for it.
         public var isRegistered: Bool
@@ -103,6 +118,7 @@ public struct RuntimeSnapshot: Codable, Sendable, Hashable {
 
     /// An I/O channel.
     public struct ChannelInfo: Codable, Sendable, Hashable {
+        /// The channel's address.
         public var address: UInt
         /// `"stream"` or `"random"`.
         public var type: String
@@ -123,36 +139,47 @@ public struct RuntimeSnapshot: Codable, Sendable, Hashable {
     public struct ThreadInfo: Codable, Sendable, Hashable {
         /// The kernel's thread id.
         public var id: Int32
+        /// Its name (`sq.worker 3`, `main thread`, ...).
         public var name: String
         /// Running a task now.
         public var isBusy: Bool
         /// The serial queue its task holds, and for how long.
         public var queue: String?
+        /// For how long its task has held that queue.
         public var runningMilliseconds: Int?
         /// The queue its `sync` waits for, and for how long.
         public var waitingFor: String?
+        /// For how long it has waited.
         public var waitingMilliseconds: Int?
         /// The task it runs (its outermost): the queue's label and the
         /// function's name.
         public var taskQueue: String?
+        /// The function of the task it runs, by name.
         public var function: String?
         /// The thread holding the queue it waits for, and that thread's
         /// task (queue label, function name).
         public var holderThread: Int32?
+        /// The queue the holder's task holds.
         public var holderQueue: String?
+        /// The function of the holder's task, by name.
         public var holderFunction: String?
     }
 
+    /// The process id.
     public var processID: Int32
     /// `CLOCK_MONOTONIC` when it was taken, in nanoseconds.
     public var time: UInt64
     /// `SQ_WATCHDOG_MS`; `nil` while the watchdog is off.
     public var watchdogMilliseconds: Int?
+    /// The worker pool's figures.
     public var pool: PoolInfo
     /// The main queue, the global queues, then the others by creation.
     public var queues: [QueueInfo]
+    /// The live sources, by creation.
     public var sources: [SourceInfo]
+    /// The live I/O channels, by creation.
     public var channels: [ChannelInfo]
+    /// The threads that run tasks (while `SQ_WATCHDOG_MS` is set).
     public var threads: [ThreadInfo]
 
     /// Takes a snapshot of the runtime now.

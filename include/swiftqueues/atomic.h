@@ -1,5 +1,8 @@
-/*
- * SwiftQueues — atomic counters and bit operations (Apple's OSAtomic
+/*!
+ * \defgroup swiftqueues_atomic Atomic counters and bit operations
+ * \ingroup swiftqueues
+ *
+ * Atomic counters and bit operations (Apple's OSAtomic
  * functions in portable form).
  *
  * Every operation works on a plain, naturally aligned int32_t / int64_t
@@ -23,6 +26,7 @@
  * least significant (bit 0) upwards.
  *
  * All are inline: an increment is one locked instruction, no call.
+ * @{
  */
 #ifndef SWIFTQUEUES_ATOMIC_H
 #define SWIFTQUEUES_ATOMIC_H
@@ -114,24 +118,94 @@ SQ_ASSUME_NONNULL_BEGIN
 		__atomic_store_n(p, v, __ATOMIC_RELAXED);                      \
 	}
 
+/*! \name 32-bit read-modify-write, full barrier */
+/*! @{ */
+/*!
+ * sq_atomic_add32(p, d), sq_atomic_inc32(p) and sq_atomic_dec32(p) add `d`, 1 or -1 to *p and
+ * return the new value. sq_atomic_cas32(p, expected, desired) stores `desired`
+ * in *p if *p == `expected` and returns whether it did. sq_atomic_or32,
+ * sq_atomic_and32 and sq_atomic_xor32(p, mask) combine *p with `mask` and return the
+ * new value. sq_atomic_test_and_set_bit32 and sq_atomic_test_and_clear_bit32(p, bit) set or clear bit `bit`
+ * (taken modulo 32, 0 the least significant) and return its old value.
+ * Full barrier (sequentially consistent), also when a compare-and-swap fails.
+ */
 _SQ_ATOMIC_ARITH(32, , __ATOMIC_SEQ_CST)
+/*! @} */
+/*! \name 32-bit read-modify-write, relaxed */
+/*! @{ */
+/*!
+ * sq_atomic_add32_relaxed(p, d), sq_atomic_inc32_relaxed(p) and sq_atomic_dec32_relaxed(p) add `d`, 1 or -1 to *p and
+ * return the new value. sq_atomic_cas32_relaxed(p, expected, desired) stores `desired`
+ * in *p if *p == `expected` and returns whether it did. sq_atomic_or32_relaxed,
+ * sq_atomic_and32_relaxed and sq_atomic_xor32_relaxed(p, mask) combine *p with `mask` and return the
+ * new value. sq_atomic_test_and_set_bit32_relaxed and sq_atomic_test_and_clear_bit32_relaxed(p, bit) set or clear bit `bit`
+ * (taken modulo 32, 0 the least significant) and return its old value.
+ * Relaxed: atomic, orders nothing else (statistics counters).
+ */
 _SQ_ATOMIC_ARITH(32, _relaxed, __ATOMIC_RELAXED)
+/*! @} */
+/*! \name 64-bit read-modify-write, full barrier */
+/*! @{ */
+/*!
+ * sq_atomic_add64(p, d), sq_atomic_inc64(p) and sq_atomic_dec64(p) add `d`, 1 or -1 to *p and
+ * return the new value. sq_atomic_cas64(p, expected, desired) stores `desired`
+ * in *p if *p == `expected` and returns whether it did. sq_atomic_or64,
+ * sq_atomic_and64 and sq_atomic_xor64(p, mask) combine *p with `mask` and return the
+ * new value. sq_atomic_test_and_set_bit64 and sq_atomic_test_and_clear_bit64(p, bit) set or clear bit `bit`
+ * (taken modulo 64, 0 the least significant) and return its old value.
+ * Full barrier (sequentially consistent), also when a compare-and-swap fails.
+ */
 _SQ_ATOMIC_ARITH(64, , __ATOMIC_SEQ_CST)
+/*! @} */
+/*! \name 64-bit read-modify-write, relaxed */
+/*! @{ */
+/*!
+ * sq_atomic_add64_relaxed(p, d), sq_atomic_inc64_relaxed(p) and sq_atomic_dec64_relaxed(p) add `d`, 1 or -1 to *p and
+ * return the new value. sq_atomic_cas64_relaxed(p, expected, desired) stores `desired`
+ * in *p if *p == `expected` and returns whether it did. sq_atomic_or64_relaxed,
+ * sq_atomic_and64_relaxed and sq_atomic_xor64_relaxed(p, mask) combine *p with `mask` and return the
+ * new value. sq_atomic_test_and_set_bit64_relaxed and sq_atomic_test_and_clear_bit64_relaxed(p, bit) set or clear bit `bit`
+ * (taken modulo 64, 0 the least significant) and return its old value.
+ * Relaxed: atomic, orders nothing else (statistics counters).
+ */
 _SQ_ATOMIC_ARITH(64, _relaxed, __ATOMIC_RELAXED)
+/*! @} */
+/*! \name 32-bit loads and stores */
+/*! @{ */
+/*!
+ * sq_atomic_load32(p) reads *p (acquire: later reads see what the storing
+ * thread wrote before its release store); sq_atomic_load32_relaxed(p) reads
+ * it ordering nothing. sq_atomic_store32(p, v) writes `v` (release: what the
+ * thread wrote before is visible to an acquire load that sees `v`);
+ * sq_atomic_store32_relaxed(p, v) writes it ordering nothing.
+ */
 _SQ_ATOMIC_LOADSTORE(32)
+/*! @} */
+/*! \name 64-bit loads and stores */
+/*! @{ */
+/*!
+ * sq_atomic_load64(p) reads *p (acquire: later reads see what the storing
+ * thread wrote before its release store); sq_atomic_load64_relaxed(p) reads
+ * it ordering nothing. sq_atomic_store64(p, v) writes `v` (release: what the
+ * thread wrote before is visible to an acquire load that sees `v`);
+ * sq_atomic_store64_relaxed(p, v) writes it ordering nothing.
+ */
 _SQ_ATOMIC_LOADSTORE(64)
+/*! @} */
 
 #undef _SQ_ATOMIC_ARITH
 #undef _SQ_ATOMIC_LOADSTORE
 
 /* Pointer operations: the counterparts of OSAtomicCompareAndSwapPtrBarrier. */
 
+/*! Reads the pointer at `p` (acquire). */
 SQ_INLINE void *SQ_NULLABLE
 sq_atomic_load_ptr(void *SQ_NULLABLE const volatile *SQ_NONNULL_PTR p)
 {
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 }
 
+/*! Writes `v` to the pointer at `p` (release). */
 SQ_INLINE void
 sq_atomic_store_ptr(void *SQ_NULLABLE volatile *SQ_NONNULL_PTR p, void *SQ_NULLABLE v)
 {
@@ -151,6 +225,7 @@ sq_atomic_cas_ptr(void *SQ_NULLABLE volatile *SQ_NONNULL_PTR p, void *SQ_NULLABL
 			__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
+/*! sq_atomic_cas_ptr without ordering: atomic, orders nothing else. */
 SQ_INLINE bool
 sq_atomic_cas_ptr_relaxed(void *SQ_NULLABLE volatile *SQ_NONNULL_PTR p,
 		void *SQ_NULLABLE expected, void *SQ_NULLABLE desired)
@@ -175,5 +250,7 @@ sq_atomic_barrier(void)
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_ATOMIC_H */

@@ -1,11 +1,15 @@
-/*
- * SwiftQueues — micro-benchmark helper (libdispatch's dispatch_benchmark,
+/*!
+ * \defgroup swiftqueues_benchmark Micro-benchmark helper
+ * \ingroup swiftqueues
+ *
+ * Micro-benchmark helper (libdispatch's dispatch_benchmark,
  * made public).
  *
  * Runs a function `count` times on the calling thread and returns the mean
  * nanoseconds per call on CLOCK_MONOTONIC, less the measured cost of the
  * calling loop itself (an empty function called the same way). Returns 0
  * when count is 0. For profiling and tuning, not for production paths.
+ * @{
  */
 #ifndef SWIFTQUEUES_BENCHMARK_H
 #define SWIFTQUEUES_BENCHMARK_H
@@ -31,5 +35,7 @@ sq_benchmark(size_t count, sq_block_t block)
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_BENCHMARK_H */

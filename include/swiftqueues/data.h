@@ -1,11 +1,22 @@
-/*
- * SwiftQueues — data objects (libdispatch's data.h, renamed).
+/*!
+ * \defgroup swiftqueues_data Data objects
+ * \ingroup swiftqueues
+ *
+ * Data objects (libdispatch's data.h, renamed).
  *
  * An sq_data_t is an immutable, reference-counted sequence of bytes backed
  * by one or more memory regions. Concatenating, taking a subrange or looking
  * up a region never copies a byte: the new object shares the regions of the
  * old ones. A region's buffer is given back (its destructor runs) exactly
  * once, when the last data object that shares it is released.
+ *
+ * Data objects are immutable: any thread may read, map or combine them.
+ *
+ * \par Misuse
+ * Running out of memory, or a concatenation whose size would overflow,
+ * stops the process ("SwiftQueues: sq_data_create_concat: size
+ * overflows").
+ * @{
  */
 #ifndef SWIFTQUEUES_DATA_H
 #define SWIFTQUEUES_DATA_H
@@ -17,10 +28,11 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
+/*! An immutable, reference-counted sequence of bytes (an object: sq_retain, sq_release). */
 typedef struct sq_data_s *sq_data_t;
 
-/*! The empty data object: a global; retain and release are ignored. */
 SQ_EXPORT struct sq_data_s _sq_data_empty;
+/*! The empty data object: a global; retain and release are ignored. */
 #define sq_data_empty (&_sq_data_empty)
 
 /* Markers recognised by sq_data_create and sq_data_create_f; never
@@ -139,6 +151,7 @@ sq_data_t
 sq_data_copy_region(sq_data_t data, size_t location, size_t *offset_ptr);
 
 #ifdef __BLOCKS__
+/*! The block form of sq_data_applier_function_t: called with each region, its offset in the whole, its bytes and size; returns false to stop. */
 typedef bool (^sq_data_applier_t)(sq_data_t region, size_t offset,
 		const void *buffer, size_t size);
 
@@ -208,14 +221,19 @@ SQ_EXPORT const struct sq_data_format_type_s _sq_data_format_type_utf_any;
 #define SQ_DATA_FORMAT_TYPE_NONE (&_sq_data_format_type_none)
 /*! RFC 4648 base32, base32hex and base64 text, padded with '='. */
 #define SQ_DATA_FORMAT_TYPE_BASE32 (&_sq_data_format_type_base32)
+/*! RFC 4648 base32hex (extended hex alphabet), padded with '='. */
 #define SQ_DATA_FORMAT_TYPE_BASE32HEX (&_sq_data_format_type_base32hex)
+/*! RFC 4648 base64, padded with '='. */
 #define SQ_DATA_FORMAT_TYPE_BASE64 (&_sq_data_format_type_base64)
 /*! Unicode text: UTF-8, UTF-16 of either byte order (written with a
  * byte-order mark), or, as an input only, whichever a byte-order mark
  * says (UTF-8 without one). */
 #define SQ_DATA_FORMAT_TYPE_UTF8 (&_sq_data_format_type_utf8)
+/*! UTF-16, little-endian (written with a byte-order mark). */
 #define SQ_DATA_FORMAT_TYPE_UTF16LE (&_sq_data_format_type_utf16le)
+/*! UTF-16, big-endian (written with a byte-order mark). */
 #define SQ_DATA_FORMAT_TYPE_UTF16BE (&_sq_data_format_type_utf16be)
+/*! Input only: UTF-8 or UTF-16 as a byte-order mark says (UTF-8 without one). */
 #define SQ_DATA_FORMAT_TYPE_UTF_ANY (&_sq_data_format_type_utf_any)
 
 /*!
@@ -235,5 +253,7 @@ sq_data_create_with_transform(sq_data_t data, sq_data_format_type_t input,
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_DATA_H */

@@ -1,4 +1,7 @@
-/*
+/*!
+ * \defgroup swiftqueues_executor Swift concurrency's global executor
+ * \ingroup swiftqueues
+ *
  * SwiftQueues as the global executor of Swift concurrency.
  *
  * The Swift concurrency runtime (libswift_Concurrency) lets a process
@@ -8,6 +11,7 @@
  * timers, and main-actor jobs on the main queue, which an async main drains.
  * The Swift module calls it from WorkQueue.installAsGlobalExecutor(); a C
  * program has no use for it.
+ * @{
  */
 #ifndef SWIFTQUEUES_EXECUTOR_H
 #define SWIFTQUEUES_EXECUTOR_H
@@ -21,7 +25,9 @@ SQ_ASSUME_NONNULL_BEGIN
 
 /*! A Swift executor reference (the two words of UnownedSerialExecutor). */
 typedef struct {
+	/*! The executor object. */
 	void *SQ_NULLABLE identity;
+	/*! Its SerialExecutor witness table, with flag bits. */
 	uintptr_t implementation;
 } sq_swift_executor_ref_t;
 
@@ -85,5 +91,7 @@ bool
 sq_swift_defer_async_f(sq_queue_t queue, void *job, sq_function_t func);
 
 SQ_ASSUME_NONNULL_END
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_EXECUTOR_H */

@@ -1,5 +1,8 @@
-/*
- * SwiftQueues — libdispatch's C11 generic calls: sq_wait, sq_notify,
+/*!
+ * \defgroup swiftqueues_generic C11 generic calls
+ * \ingroup swiftqueues
+ *
+ * The C11 generic calls of libdispatch: sq_wait, sq_notify,
  * sq_cancel and sq_testcancel pick the call for the object's type.
  *
  *   sq_wait(object, timeout)          a group, semaphore, work item or
@@ -12,6 +15,7 @@
  *
  * C11 only (_Generic), not C++. An object of another type does not
  * compile.
+ * @{
  */
 #ifndef SWIFTQUEUES_GENERIC_H
 #define SWIFTQUEUES_GENERIC_H
@@ -30,6 +34,7 @@
 #define _SQ_GENERIC_BLOCK(call)
 #endif
 
+/*! Waits for a group, semaphore, work item or block (sq_block_create) until done or `timeout`; returns what the type's own wait returns (0: done, non-zero: timed out). */
 #define sq_wait(object, timeout)                                              \
 	_Generic((object),                                                     \
 		_SQ_GENERIC_BLOCK(sq_block_wait)                               \
@@ -37,12 +42,14 @@
 		sq_group_t: sq_group_wait,                                     \
 		sq_semaphore_t: sq_semaphore_wait)((object), (timeout))
 
+/*! Cancels a source, work item or block (sq_source_cancel, sq_workitem_cancel, sq_block_cancel). */
 #define sq_cancel(object)                                                     \
 	_Generic((object),                                                     \
 		_SQ_GENERIC_BLOCK(sq_block_cancel)                             \
 		sq_workitem_t: sq_workitem_cancel,                             \
 		sq_source_t: sq_source_cancel)((object))
 
+/*! Whether a source, work item or block was cancelled (non-zero if so). */
 #define sq_testcancel(object)                                                 \
 	_Generic((object),                                                     \
 		_SQ_GENERIC_BLOCK(sq_block_testcancel)                         \
@@ -50,6 +57,7 @@
 		sq_source_t: sq_source_testcancel)((object))
 
 #ifdef __BLOCKS__
+/*! Submits the block `notification` to `queue` once a group, work item or block is done (blocks only). */
 #define sq_notify(object, queue, notification)                                \
 	_Generic((object),                                                     \
 		sq_block_t: sq_block_notify,                                   \
@@ -59,5 +67,7 @@
 #endif
 
 #endif /* C11 */
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_GENERIC_H */

@@ -1,6 +1,19 @@
-/*
- * SwiftQueues — dispatch groups: wait for, or be told about, the completion
+/*!
+ * \defgroup swiftqueues_group Dispatch groups
+ * \ingroup swiftqueues
+ *
+ * Dispatch groups: wait for, or be told about, the completion
  * of a set of tasks.
+ *
+ * Thread safety: any thread may enter, leave, wait or ask to be notified.
+ *
+ * \par Misuse
+ * sq_group_leave without a matching sq_group_enter stops the process
+ * ("SwiftQueues: sq_group_leave: unbalanced leave ..."), as do more enters
+ * than the counter holds, sq_group_destroy on a group that is not empty or
+ * was made by sq_group_create, and sq_release on a group made by
+ * sq_group_init.
+ * @{
  */
 #ifndef SWIFTQUEUES_GROUP_H
 #define SWIFTQUEUES_GROUP_H
@@ -13,6 +26,7 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
+/*! A dispatch group: counts outstanding work (an object: sq_retain, sq_release). */
 typedef struct sq_group_s *sq_group_t;
 
 /*! Creates an empty group; the caller owns one reference. */
@@ -87,6 +101,7 @@ void
 sq_group_leave(sq_group_t group);
 
 #ifdef __BLOCKS__
+/*! sq_group_async_f with a block: copied, released after it has run. */
 SQ_INLINE void
 sq_group_async(sq_group_t group, sq_queue_t queue, sq_block_t block)
 {
@@ -94,6 +109,7 @@ sq_group_async(sq_group_t group, sq_queue_t queue, sq_block_t block)
 			_sq_call_and_release_block);
 }
 
+/*! sq_group_notify_f with a block: copied, released after it has run. */
 SQ_INLINE void
 sq_group_notify(sq_group_t group, sq_queue_t queue, sq_block_t block)
 {
@@ -104,5 +120,7 @@ sq_group_notify(sq_group_t group, sq_queue_t queue, sq_block_t block)
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_GROUP_H */

@@ -1,5 +1,8 @@
-/*
- * SwiftQueues — I/O channels (libdispatch's io.h, renamed).
+/*!
+ * \defgroup swiftqueues_io I/O channels
+ * \ingroup swiftqueues
+ *
+ * I/O channels (libdispatch's io.h, renamed).
  *
  * A channel owns a file descriptor for the program and runs reads and
  * writes on it asynchronously, handing the bytes over as sq_data_t objects
@@ -51,6 +54,14 @@
  * channels open than the limit, and waits for another one, waits forever:
  * close the channels it is done with. Descriptors given to sq_io_create
  * do not count.
+ *
+ * \par Errors
+ * Errors of the descriptor reach the handlers, not the caller: EBADF (not
+ * open), ENOENT (the path), ESPIPE (a random-access channel over a pipe,
+ * socket or terminal), ECANCELED (closed). NULL or a released channel
+ * given to sq_io_create_with_io_f stops the process ("SwiftQueues:
+ * sq_io_create_with_io: ...").
+ * @{
  */
 #ifndef SWIFTQUEUES_IO_H
 #define SWIFTQUEUES_IO_H
@@ -65,13 +76,20 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
+/*! A file descriptor. */
 typedef int sq_fd_t;
+/*! An I/O channel (an object: sq_retain, sq_release). */
 typedef struct sq_io_s *sq_io_t;
+/*! A channel's type: SQ_IO_STREAM or SQ_IO_RANDOM. */
 typedef unsigned long sq_io_type_t;
+/*! Flags for sq_io_close: 0 or SQ_IO_STOP. */
 typedef unsigned long sq_io_close_flags_t;
+/*! Flags for sq_io_set_interval: 0 or SQ_IO_STRICT_INTERVAL. */
 typedef unsigned long sq_io_interval_flags_t;
 
+/*! A stream: pipes, sockets, ttys; operations in order, offsets ignored. */
 #define SQ_IO_STREAM 0
+/*! Random access: regular files; each operation names its offset. */
 #define SQ_IO_RANDOM 1
 
 /*! sq_io_close: cancel the operations in progress (ECANCELED). */
@@ -234,6 +252,15 @@ sq_io_set_interval(sq_io_t channel, uint64_t interval,
  * are performed in the order they were made. */
 typedef void (*sq_read_function_t)(void *SQ_NULLABLE context,
 		sq_data_t data, int error);
+/*!
+ * Reads up to `length` bytes from `fd` (SIZE_MAX: to end of file), then
+ * calls handler(context, data, error) once on `queue`: `data` holds what
+ * was read (sq_data_empty at end of file), `error` 0 or an errno value.
+ * The descriptor is made non-blocking for the read and given back with its
+ * flags restored before the handler runs; calls on one descriptor are
+ * performed in the order they were made. A bad descriptor arrives as
+ * EBADF, never a crash.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_read_f(sq_fd_t fd, size_t length, sq_queue_t queue,
@@ -245,12 +272,19 @@ sq_read_f(sq_fd_t fd, size_t length, sq_queue_t queue,
  * made. */
 typedef void (*sq_write_function_t)(void *SQ_NULLABLE context,
 		sq_data_t SQ_NULLABLE unwritten, int error);
+/*!
+ * Writes `data` to `fd`, then calls handler(context, unwritten, error) once
+ * on `queue`: `unwritten` is NULL when everything was written, else the
+ * part that was not (with `error`, such as EPIPE). The data is retained
+ * until then.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_write_f(sq_fd_t fd, sq_data_t data, sq_queue_t queue,
 		void *SQ_NULLABLE context, sq_write_function_t handler);
 
 #ifdef __BLOCKS__
+/*! A read or write handler: called with (done, data, error), the last time with done true. */
 typedef void (^sq_io_handler_t)(bool done, sq_data_t SQ_NULLABLE data,
 		int error);
 
@@ -270,6 +304,7 @@ _sq_io_call_cleanup_block(void *SQ_NULLABLE block, int error)
 	_Block_release(block);
 }
 
+/*! sq_io_create_f with a cleanup block (copied; NULL: none). */
 SQ_INLINE sq_io_t SQ_NULLABLE
 sq_io_create(sq_io_type_t type, sq_fd_t fd, sq_queue_t SQ_NULLABLE queue,
 		void (^SQ_NULLABLE cleanup)(int error))
@@ -284,6 +319,7 @@ sq_io_create(sq_io_type_t type, sq_fd_t fd, sq_queue_t SQ_NULLABLE queue,
 	return ch;
 }
 
+/*! sq_io_create_with_path_f with a cleanup block (copied; NULL: none). */
 SQ_INLINE sq_io_t SQ_NULLABLE
 sq_io_create_with_path(sq_io_type_t type, const char *path, int oflag,
 		mode_t mode, sq_queue_t SQ_NULLABLE queue,
@@ -300,6 +336,7 @@ sq_io_create_with_path(sq_io_type_t type, const char *path, int oflag,
 	return ch;
 }
 
+/*! sq_io_create_with_io_f with a cleanup block (copied; NULL: none). */
 SQ_INLINE sq_io_t SQ_NULLABLE
 sq_io_create_with_io(sq_io_type_t type, sq_io_t channel,
 		sq_queue_t SQ_NULLABLE queue,
@@ -316,6 +353,7 @@ sq_io_create_with_io(sq_io_type_t type, sq_io_t channel,
 	return ch;
 }
 
+/*! sq_io_read_f with a handler block (copied, released after its last call). */
 SQ_INLINE void
 sq_io_read(sq_io_t channel, off_t offset, size_t length, sq_queue_t queue,
 		sq_io_handler_t handler)
@@ -325,6 +363,7 @@ sq_io_read(sq_io_t channel, off_t offset, size_t length, sq_queue_t queue,
 			_sq_io_call_handler_block);
 }
 
+/*! sq_io_write_f with a handler block (copied, released after its last call). */
 SQ_INLINE void
 sq_io_write(sq_io_t channel, off_t offset, sq_data_t data, sq_queue_t queue,
 		sq_io_handler_t handler)
@@ -334,6 +373,7 @@ sq_io_write(sq_io_t channel, off_t offset, sq_data_t data, sq_queue_t queue,
 			_sq_io_call_handler_block);
 }
 
+/*! sq_io_barrier_f with a block (copied, released after it has run). */
 SQ_INLINE void
 sq_io_barrier(sq_io_t channel, sq_block_t barrier)
 {
@@ -356,6 +396,7 @@ _sq_io_call_write_block(void *SQ_NULLABLE block,
 	_Block_release(block);
 }
 
+/*! sq_read_f with a handler block (copied, released after it has run). */
 SQ_INLINE void
 sq_read(sq_fd_t fd, size_t length, sq_queue_t queue,
 		void (^handler)(sq_data_t data, int error))
@@ -364,6 +405,7 @@ sq_read(sq_fd_t fd, size_t length, sq_queue_t queue,
 			_sq_io_call_read_block);
 }
 
+/*! sq_write_f with a handler block (copied, released after it has run). */
 SQ_INLINE void
 sq_write(sq_fd_t fd, sq_data_t data, sq_queue_t queue,
 		void (^handler)(sq_data_t SQ_NULLABLE unwritten, int error))
@@ -375,5 +417,7 @@ sq_write(sq_fd_t fd, sq_data_t data, sq_queue_t queue,
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_IO_H */

@@ -1,5 +1,8 @@
-/*
- * SwiftQueues — intrusive lock-free LIFO and FIFO (the counterparts
+/*!
+ * \defgroup swiftqueues_lifo Intrusive lock-free LIFO and FIFO
+ * \ingroup swiftqueues
+ *
+ * Intrusive lock-free LIFO and FIFO (the counterparts
  * of OSAtomicEnqueue / OSAtomicFifoEnqueue), built on liburcu.
  *
  * Intrusive: an item carries its own link (an sq_lifo_node_t or
@@ -19,6 +22,7 @@
  *     that liburcu's blocking dequeue does.
  *
  * Initialise with sq_lifo_init / sq_fifo_init (or SQ_LIFO_INIT for a LIFO).
+ * @{
  */
 #ifndef SWIFTQUEUES_LIFO_H
 #define SWIFTQUEUES_LIFO_H
@@ -29,24 +33,27 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
-/* The link an item embeds to be pushed on an sq_lifo_t. */
+/*! The link an item embeds to be pushed on an sq_lifo_t. */
 typedef struct sq_lifo_node_s {
 	struct sq_lifo_node_s *SQ_NULLABLE _sq_next;
 } sq_lifo_node_t;
 
+/*! An intrusive lock-free LIFO (stack); initialise with SQ_LIFO_INIT or sq_lifo_init. Its fields are private. */
 typedef struct sq_lifo_s {
 	/* Layout of liburcu's struct __cds_lfs_stack (checked at build time). */
 	sq_lifo_node_t *SQ_NULLABLE _sq_head;
 	sq_spinlock_t _sq_pop_lock;
 } sq_lifo_t;
 
+/*! A static initialiser for an empty sq_lifo_t. */
 #define SQ_LIFO_INIT { NULL, SQ_SPINLOCK_INIT }
 
-/* The link an item embeds to be enqueued on an sq_fifo_t. */
+/*! The link an item embeds to be enqueued on an sq_fifo_t. */
 typedef struct sq_fifo_node_s {
 	struct sq_fifo_node_s *SQ_NULLABLE _sq_next;
 } sq_fifo_node_t;
 
+/*! An intrusive FIFO, wait-free to enqueue; initialise with sq_fifo_init. Its fields are private. */
 typedef struct sq_fifo_s {
 	/* Layout of liburcu's __cds_wfcq_head and cds_wfcq_tail, 64 bytes
 	 * apart so that producers (tail) and consumers (head) do not share a
@@ -59,6 +66,7 @@ typedef struct sq_fifo_s {
 	char _sq_pad1[64 - sizeof(void *)];
 } sq_fifo_t;
 
+/*! Makes `lifo` empty (as SQ_LIFO_INIT does). Not safe while other threads use it. */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 void
 sq_lifo_init(sq_lifo_t *lifo);
@@ -86,6 +94,7 @@ SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 bool
 sq_lifo_empty(sq_lifo_t *lifo);
 
+/*! Makes `fifo` empty. Not safe while other threads use it. */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 void
 sq_fifo_init(sq_fifo_t *fifo);
@@ -107,5 +116,7 @@ sq_fifo_empty(sq_fifo_t *fifo);
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_LIFO_H */

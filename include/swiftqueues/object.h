@@ -1,7 +1,21 @@
-/*
- * SwiftQueues — the object model shared by queues, groups, semaphores,
+/*!
+ * \defgroup swiftqueues_object The object model
+ * \ingroup swiftqueues
+ *
+ * The object model shared by queues, groups, semaphores,
  * work items (and, later, sources): reference counting, context, finalizer,
  * suspension and activation.
+ *
+ * Thread safety: retain, release, suspend and resume may be called from
+ * any thread.
+ *
+ * \par Misuse
+ * Releasing more often than retained ("SwiftQueues: sq_release:
+ * over-release of ..."), releasing the last reference of a queue that is
+ * still inactive or suspended, retaining a destroyed object, resuming an
+ * object that is not suspended ("SwiftQueues: sq_resume: over-resume of
+ * ...") and more suspensions than the counter holds stop the process.
+ * @{
  */
 #ifndef SWIFTQUEUES_OBJECT_H
 #define SWIFTQUEUES_OBJECT_H
@@ -80,5 +94,7 @@ sq_activate(sq_object_t object);
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_OBJECT_H */

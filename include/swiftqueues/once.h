@@ -1,10 +1,19 @@
-/*
- * SwiftQueues — run a function exactly once (dispatch_once renamed).
+/*!
+ * \defgroup swiftqueues_once Run a function exactly once
+ * \ingroup swiftqueues
+ *
+ * Run a function exactly once (dispatch_once renamed).
  *
  * The predicate must be zero-initialised static or global storage (or
  * memory that outlives every caller). The first caller runs the function;
  * callers that arrive while it runs wait for it; every later call is a
  * single acquire load that sees the function's effects.
+ *
+ * \par Misuse
+ * A NULL function, or a call on the same predicate from inside the
+ * function (it could never finish), stops the process ("SwiftQueues:
+ * sq_once_f: ...").
+ * @{
  */
 #ifndef SWIFTQUEUES_ONCE_H
 #define SWIFTQUEUES_ONCE_H
@@ -14,6 +23,7 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
+/*! The predicate of sq_once: zero-initialised static or global storage. */
 typedef intptr_t sq_once_t;
 
 /* The predicate's value once the function has returned. */
@@ -52,5 +62,7 @@ sq_once(sq_once_t *predicate, sq_block_t block)
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_ONCE_H */

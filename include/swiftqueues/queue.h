@@ -1,11 +1,29 @@
-/*
- * SwiftQueues — dispatch queues (libdispatch's queue.h, renamed).
+/*!
+ * \defgroup swiftqueues_queue Dispatch queues
+ * \ingroup swiftqueues
+ *
+ * Dispatch queues (libdispatch's queue.h, renamed).
  *
  * Serial queues run one task at a time in FIFO order; concurrent queues start
  * tasks in FIFO order and run them side by side, barriers excepted; the four
  * global queues are concurrent queues at fixed priorities; the main queue is
  * a serial queue drained by the main thread. A queue's tasks finally run on
  * SwiftQueues' worker pool (or, for sq_sync, on the calling thread).
+ *
+ * Thread safety: every call may be made from any thread, queue or task.
+ *
+ * \par Misuse
+ * Misuse stops the process with one line on standard error,
+ * "SwiftQueues: <call>: <what>": sq_sync / sq_barrier_sync on a serial
+ * queue the calling thread already runs (directly or through its chain of
+ * targets), or on the main queue from the main thread, would deadlock and
+ * stops it; so does a cycle of target queues (sq_set_target_queue), running
+ * out of memory, or a pool that cannot start a single worker thread.
+ * sq_main, sq_main_queue_drain and sq_main_queue_run_until called on a
+ * thread other than the main thread stop it too. A failed sq_assert_queue
+ * or sq_assert_queue_not prints the queue's label and aborts. Setting the
+ * target of a global queue or of the main queue has no effect.
+ * @{
  */
 #ifndef SWIFTQUEUES_QUEUE_H
 #define SWIFTQUEUES_QUEUE_H
@@ -17,7 +35,9 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
+/*! A dispatch queue (an object: sq_retain, sq_release, sq_suspend, sq_resume). */
 typedef struct sq_queue_s *sq_queue_t;
+/*! A queue's attributes, given to sq_queue_create (NULL: serial). */
 typedef struct sq_queue_attr_s *sq_queue_attr_t;
 
 /*! Work for sq_apply_f: called with the context and an iteration index. */
@@ -39,17 +59,21 @@ SQ_EXPORT struct sq_queue_attr_s _sq_queue_attr_concurrent_inactive;
 
 /*! A concurrent queue: tasks start in FIFO order and may run in parallel. */
 #define SQ_QUEUE_CONCURRENT (&_sq_queue_attr_concurrent)
+/*! A serial queue created inactive: nothing runs before sq_activate. */
 #define SQ_QUEUE_SERIAL_INACTIVE (&_sq_queue_attr_serial_inactive)
+/*! A concurrent queue created inactive: nothing runs before sq_activate. */
 #define SQ_QUEUE_CONCURRENT_INACTIVE (&_sq_queue_attr_concurrent_inactive)
 
 /* The attributes as functions, for languages that cannot take the address
  * of an incomplete type (Swift imports these; not the macros above). */
+/*! SQ_QUEUE_CONCURRENT as a function. */
 SQ_INLINE sq_queue_attr_t
 sq_queue_attr_concurrent(void)
 {
 	return SQ_QUEUE_CONCURRENT;
 }
 
+/*! SQ_QUEUE_CONCURRENT_INACTIVE as a function. */
 SQ_INLINE sq_queue_attr_t
 sq_queue_attr_concurrent_inactive(void)
 {
@@ -67,9 +91,13 @@ sq_queue_attr_make_initially_inactive(sq_queue_attr_t SQ_NULLABLE attr);
  * the three are accepted and mean the same.
  */
 typedef unsigned long sq_autorelease_frequency_t;
+/*! \name Autorelease frequencies */
+/*! @{ */
+/*! INHERIT (the target's), WORK_ITEM (a pool per task), NEVER: accepted, all the same on Linux. */
 #define SQ_AUTORELEASE_FREQUENCY_INHERIT 0ul
 #define SQ_AUTORELEASE_FREQUENCY_WORK_ITEM 1ul
 #define SQ_AUTORELEASE_FREQUENCY_NEVER 2ul
+/*! @} */
 
 /*!
  * `attr` (serial when NULL) with an autorelease frequency: a queue created
@@ -91,12 +119,16 @@ sq_queue_attr_make_with_autorelease_frequency(sq_queue_attr_t SQ_NULLABLE attr,
  * target's, and a program's own thread counts as DEFAULT.
  */
 typedef unsigned int sq_qos_class_t;
+/*! \name Quality-of-service classes */
+/*! @{ */
+/*! From the highest, USER_INTERACTIVE, USER_INITIATED, DEFAULT, UTILITY to BACKGROUND; UNSPECIFIED: no class of its own. */
 #define SQ_QOS_CLASS_USER_INTERACTIVE 0x21u
 #define SQ_QOS_CLASS_USER_INITIATED 0x19u
 #define SQ_QOS_CLASS_DEFAULT 0x15u
 #define SQ_QOS_CLASS_UTILITY 0x11u
 #define SQ_QOS_CLASS_BACKGROUND 0x09u
 #define SQ_QOS_CLASS_UNSPECIFIED 0x00u
+/*! @} */
 /*! Relative priorities run from this to 0 (within a class; lower first). */
 #define SQ_QOS_MIN_RELATIVE_PRIORITY (-15)
 
@@ -135,10 +167,14 @@ sq_qos_class_self(void);
 
 /* ---- Global, main and current queues ---- */
 
+/*! \name Global queue priorities */
+/*! @{ */
+/*! sq_get_global_queue's older priorities: HIGH, DEFAULT, LOW and BACKGROUND name the USER_INITIATED, DEFAULT, UTILITY and BACKGROUND classes. */
 #define SQ_QUEUE_PRIORITY_HIGH 2
 #define SQ_QUEUE_PRIORITY_DEFAULT 0
 #define SQ_QUEUE_PRIORITY_LOW (-2)
 #define SQ_QUEUE_PRIORITY_BACKGROUND (-32768) /* INT16_MIN, as a literal Swift imports */
+/*! @} */
 
 /*! sq_get_global_queue's flag: the class's overcommit queue. */
 #define SQ_QUEUE_OVERCOMMIT ((uintptr_t)0x2)
@@ -263,8 +299,11 @@ sq_assert_queue_not(sq_queue_t queue);
 #define sq_assert_queue_barrier_debug(queue) sq_assert_queue_barrier(queue)
 #define sq_assert_queue_not_debug(queue) sq_assert_queue_not(queue)
 #else
+/*! sq_assert_queue when SQ_DEBUG is non-zero; otherwise only evaluates `queue`. */
 #define sq_assert_queue_debug(queue) ((void)(queue))
+/*! sq_assert_queue_barrier when SQ_DEBUG is non-zero; otherwise only evaluates `queue`. */
 #define sq_assert_queue_barrier_debug(queue) ((void)(queue))
+/*! sq_assert_queue_not when SQ_DEBUG is non-zero; otherwise only evaluates `queue`. */
 #define sq_assert_queue_not_debug(queue) ((void)(queue))
 #endif
 
@@ -446,6 +485,7 @@ sq_async(sq_queue_t queue, sq_block_t block)
 			_sq_call_and_release_block);
 }
 
+/*! sq_barrier_async_f with a block: copied, released after it has run. */
 SQ_INLINE void
 sq_barrier_async(sq_queue_t queue, sq_block_t block)
 {
@@ -453,18 +493,21 @@ sq_barrier_async(sq_queue_t queue, sq_block_t block)
 			_sq_call_and_release_block);
 }
 
+/*! sq_sync_f with a block: called on the caller's behalf, not copied. */
 SQ_INLINE void
 sq_sync(sq_queue_t queue, sq_block_t SQ_NOESCAPE block)
 {
 	sq_sync_f(queue, (void *)block, _sq_call_block);
 }
 
+/*! sq_barrier_sync_f with a block: not copied. */
 SQ_INLINE void
 sq_barrier_sync(sq_queue_t queue, sq_block_t SQ_NOESCAPE block)
 {
 	sq_barrier_sync_f(queue, (void *)block, _sq_call_block);
 }
 
+/*! sq_apply_f with a block, called with each iteration's index (synchronously, not copied). */
 SQ_INLINE void
 sq_apply(size_t iterations, sq_queue_t SQ_NULLABLE queue,
 		void (^SQ_NOESCAPE block)(size_t iteration))
@@ -490,5 +533,7 @@ sq_apply_range(size_t iterations, sq_queue_t SQ_NULLABLE queue,
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_QUEUE_H */

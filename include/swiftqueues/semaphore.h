@@ -1,6 +1,17 @@
-/*
- * SwiftQueues — counting semaphores. No system call while the count stays
+/*!
+ * \defgroup swiftqueues_semaphore Counting semaphores
+ * \ingroup swiftqueues
+ *
+ * Counting semaphores. No system call while the count stays
  * non-negative; waiters sleep on a futex against the monotonic clock.
+ *
+ * Thread safety: signal and wait may be called from any thread.
+ *
+ * \par Misuse
+ * Releasing the last reference while threads wait on the semaphore, or
+ * while it holds fewer units than it was created with, stops the process
+ * ("SwiftQueues: sq_release: semaphore destroyed while in use ...").
+ * @{
  */
 #ifndef SWIFTQUEUES_SEMAPHORE_H
 #define SWIFTQUEUES_SEMAPHORE_H
@@ -12,6 +23,7 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
+/*! A counting semaphore (an object: sq_retain, sq_release). */
 typedef struct sq_semaphore_s *sq_semaphore_t;
 
 /*!
@@ -39,5 +51,7 @@ sq_semaphore_signal(sq_semaphore_t semaphore);
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_SEMAPHORE_H */

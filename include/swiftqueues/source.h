@@ -1,5 +1,8 @@
-/*
- * SwiftQueues — dispatch sources (libdispatch's source.h, renamed) and
+/*!
+ * \defgroup swiftqueues_source Dispatch sources and sq_after
+ * \ingroup swiftqueues
+ *
+ * Dispatch sources (libdispatch's source.h, renamed) and
  * delayed submission (sq_after).
  *
  * A source watches a system event — a timer, a readable or writable
@@ -21,6 +24,15 @@
  * the parent) stops the process with a "SwiftQueues:" message when used;
  * sq_release on it is allowed and does nothing. Signal dispositions the
  * runtime installed are the program's own again in the child.
+ *
+ * \par Errors
+ * sq_source_create returns NULL with errno set: EBADF (the descriptor is
+ * not open), ENOENT (a watched file is gone), EINVAL (a bad signal number,
+ * type or mask bits), ENOTSUP (SQ_PROC_FORK, SQ_PROC_EXEC, SQ_PROC_SIGNAL),
+ * EMFILE, ENFILE, EAGAIN or ENOSPC (a descriptor, a thread or an inotify
+ * watch could not be had; the same call succeeds once they are free).
+ * sq_source_set_timer on a source that is not a timer stops the process.
+ * @{
  */
 #ifndef SWIFTQUEUES_SOURCE_H
 #define SWIFTQUEUES_SOURCE_H
@@ -34,7 +46,9 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
+/*! A dispatch source (an object: sq_retain, sq_release, sq_suspend, sq_resume, sq_activate). */
 typedef struct sq_source_s *sq_source_t;
+/*! What a source watches: one of the SQ_SOURCE_TYPE_* constants. */
 typedef const struct sq_source_type_s *sq_source_type_t;
 
 SQ_EXPORT const struct sq_source_type_s _sq_source_type_data_add;
@@ -84,72 +98,86 @@ SQ_EXPORT const struct sq_source_type_s _sq_source_type_vnode;
 
 /* The types as functions, for languages that cannot take the address of
  * an incomplete type (Swift imports these; not the macros above). */
+/*! SQ_SOURCE_TYPE_DATA_ADD as a function. */
 SQ_INLINE sq_source_type_t
 sq_source_type_data_add(void)
 {
 	return SQ_SOURCE_TYPE_DATA_ADD;
 }
 
+/*! SQ_SOURCE_TYPE_DATA_OR as a function. */
 SQ_INLINE sq_source_type_t
 sq_source_type_data_or(void)
 {
 	return SQ_SOURCE_TYPE_DATA_OR;
 }
 
+/*! SQ_SOURCE_TYPE_DATA_REPLACE as a function. */
 SQ_INLINE sq_source_type_t
 sq_source_type_data_replace(void)
 {
 	return SQ_SOURCE_TYPE_DATA_REPLACE;
 }
 
+/*! SQ_SOURCE_TYPE_READ as a function. */
 SQ_INLINE sq_source_type_t
 sq_source_type_read(void)
 {
 	return SQ_SOURCE_TYPE_READ;
 }
 
+/*! SQ_SOURCE_TYPE_WRITE as a function. */
 SQ_INLINE sq_source_type_t
 sq_source_type_write(void)
 {
 	return SQ_SOURCE_TYPE_WRITE;
 }
 
+/*! SQ_SOURCE_TYPE_SIGNAL as a function. */
 SQ_INLINE sq_source_type_t
 sq_source_type_signal(void)
 {
 	return SQ_SOURCE_TYPE_SIGNAL;
 }
 
+/*! SQ_SOURCE_TYPE_TIMER as a function. */
 SQ_INLINE sq_source_type_t
 sq_source_type_timer(void)
 {
 	return SQ_SOURCE_TYPE_TIMER;
 }
 
+/*! SQ_SOURCE_TYPE_PROC as a function. */
 SQ_INLINE sq_source_type_t
 sq_source_type_proc(void)
 {
 	return SQ_SOURCE_TYPE_PROC;
 }
 
+/*! SQ_SOURCE_TYPE_VNODE as a function. */
 SQ_INLINE sq_source_type_t
 sq_source_type_vnode(void)
 {
 	return SQ_SOURCE_TYPE_VNODE;
 }
 
-/*
- * Process events. Linux reports exits (through a pidfd); FORK, EXEC and
+/*!
+ * \name Process events (SQ_SOURCE_TYPE_PROC masks)
+ * Linux reports exits (through a pidfd); FORK, EXEC and
  * SIGNAL would need the netlink process connector (root) or ptrace, so a
  * mask asking for them fails with ENOTSUP.
  */
+/*! @{ */
+/*! The process exited (EXIT; FORK, EXEC and SIGNAL fail with ENOTSUP). */
 #define SQ_PROC_EXIT 0x80000000ul
 #define SQ_PROC_FORK 0x40000000ul
 #define SQ_PROC_EXEC 0x20000000ul
 #define SQ_PROC_SIGNAL 0x08000000ul
+/*! @} */
 
-/*
- * File-system events, through inotify:
+/*!
+ * \name File-system events (SQ_SOURCE_TYPE_VNODE masks)
+ * Through inotify:
  *   DELETE  the object was unlinked (its link count reached 0; directories:
  *           removed)
  *   WRITE   contents changed (directories: an entry was added, removed or
@@ -160,6 +188,8 @@ sq_source_type_vnode(void)
  *   RENAME  the object was renamed or moved (it stays watched)
  *   REVOKE  the file system was unmounted
  */
+/*! @{ */
+/*! One event each: DELETE, WRITE, EXTEND, ATTRIB, LINK, RENAME, REVOKE (above). */
 #define SQ_VNODE_DELETE 0x1ul
 #define SQ_VNODE_WRITE 0x2ul
 #define SQ_VNODE_EXTEND 0x4ul
@@ -167,6 +197,7 @@ sq_source_type_vnode(void)
 #define SQ_VNODE_LINK 0x10ul
 #define SQ_VNODE_RENAME 0x20ul
 #define SQ_VNODE_REVOKE 0x40ul
+/*! @} */
 
 /*! Timer mask flag: fire on time, ignoring leeway. */
 #define SQ_TIMER_STRICT 0x1ul
@@ -337,18 +368,21 @@ _sq_source_set_block(sq_source_t source, int kind, sq_block_t SQ_NULLABLE b)
 			_Block_copy((const void *)b), _sq_release_block);
 }
 
+/*! sq_source_set_event_handler_f with a block (copied; NULL removes the handler). */
 SQ_INLINE void
 sq_source_set_event_handler(sq_source_t source, sq_block_t SQ_NULLABLE block)
 {
 	_sq_source_set_block(source, 0, block);
 }
 
+/*! sq_source_set_cancel_handler_f with a block (copied; NULL removes the handler). */
 SQ_INLINE void
 sq_source_set_cancel_handler(sq_source_t source, sq_block_t SQ_NULLABLE block)
 {
 	_sq_source_set_block(source, 1, block);
 }
 
+/*! sq_source_set_registration_handler_f with a block (copied; NULL removes the handler). */
 SQ_INLINE void
 sq_source_set_registration_handler(sq_source_t source,
 		sq_block_t SQ_NULLABLE block)
@@ -356,6 +390,7 @@ sq_source_set_registration_handler(sq_source_t source,
 	_sq_source_set_block(source, 2, block);
 }
 
+/*! sq_after_f with a block: copied, released after it has run. */
 SQ_INLINE void
 sq_after(sq_time_t when, sq_queue_t queue, sq_block_t block)
 {
@@ -366,5 +401,7 @@ sq_after(sq_time_t when, sq_queue_t queue, sq_block_t block)
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_SOURCE_H */

@@ -1,5 +1,8 @@
-/*
- * SwiftQueues — spin lock (OSSpinLock's counterpart, made safe).
+/*!
+ * \defgroup swiftqueues_spinlock Spin lock
+ * \ingroup swiftqueues
+ *
+ * Spin lock (OSSpinLock's counterpart, made safe).
  *
  * Uncontended, lock and unlock are one atomic instruction each, inline.
  * Contended, a waiter spins with the CPU's pause instruction for a short
@@ -11,6 +14,7 @@
  * The lock is not recursive and has no owner check: lock it twice on one
  * thread and that thread sleeps forever. Zero-initialised memory is an
  * unlocked lock.
+ * @{
  */
 #ifndef SWIFTQUEUES_SPINLOCK_H
 #define SWIFTQUEUES_SPINLOCK_H
@@ -20,11 +24,13 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
+/*! A spin lock; zero-initialised memory (or SQ_SPINLOCK_INIT) is unlocked. Its field is private. */
 typedef struct sq_spinlock_s {
 	/* 0 unlocked, 1 locked, 2 locked and a waiter may sleep on the futex. */
 	uint32_t _sq_state;
 } sq_spinlock_t;
 
+/*! A static initialiser for an unlocked sq_spinlock_t. */
 #define SQ_SPINLOCK_INIT { 0 }
 
 /* The contended paths; call sq_spinlock_lock / _unlock instead. */
@@ -71,5 +77,7 @@ sq_spinlock_unlock(sq_spinlock_t *lock)
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_SPINLOCK_H */

@@ -1,5 +1,8 @@
-/*
- * SwiftQueues — time values (libdispatch's dispatch_time_t, renamed).
+/*!
+ * \defgroup swiftqueues_time Time values
+ * \ingroup swiftqueues
+ *
+ * Time values (libdispatch's dispatch_time_t, renamed).
  *
  * An sq_time_t is an absolute point in time on one of two clocks:
  *   - monotonic (CLOCK_MONOTONIC): values 1 .. 2^63-1, nanoseconds since an
@@ -9,6 +12,7 @@
  * Two values are special: SQ_TIME_NOW (0) and SQ_TIME_FOREVER (all ones).
  * Arithmetic saturates: a delta that would overflow gives SQ_TIME_FOREVER,
  * one that would go below the clock's origin gives its earliest value.
+ * @{
  */
 #ifndef SWIFTQUEUES_TIME_H
 #define SWIFTQUEUES_TIME_H
@@ -17,29 +21,39 @@
 
 struct timespec;
 
+/*! \name Unit conversions (defined unless the program already has them) */
+/*! @{ */
 #ifndef NSEC_PER_SEC
+/*! Nanoseconds per second. */
 #define NSEC_PER_SEC 1000000000ull
 #endif
 #ifndef NSEC_PER_MSEC
+/*! Nanoseconds per millisecond. */
 #define NSEC_PER_MSEC 1000000ull
 #endif
 #ifndef USEC_PER_SEC
+/*! Microseconds per second. */
 #define USEC_PER_SEC 1000000ull
 #endif
 #ifndef NSEC_PER_USEC
+/*! Nanoseconds per microsecond. */
 #define NSEC_PER_USEC 1000ull
 #endif
+/*! @} */
 
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
+/*! An absolute time on the monotonic clock or the wall clock (see above). */
 typedef uint64_t sq_time_t;
 
+/*! Now, on the monotonic clock. */
 #define SQ_TIME_NOW (0ull)
+/*! Never: a wait with it does not time out. */
 #define SQ_TIME_FOREVER (~0ull)
-/* "Now" on the wall clock: sq_time(SQ_WALLTIME_NOW, d) reads CLOCK_REALTIME. */
+/*! Now on the wall clock: sq_time(SQ_WALLTIME_NOW, d) reads CLOCK_REALTIME. */
 #define SQ_WALLTIME_NOW (~1ull)
-/* Bit 63 marks a wall-clock value. */
+/*! Bit 63 marks a wall-clock value. */
 #define SQ_TIME_WALL_FLAG (1ull << 63)
 
 /*!
@@ -69,5 +83,7 @@ sq_time_nanoseconds_until(sq_time_t when);
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_TIME_H */

@@ -1,5 +1,8 @@
-/*
- * SwiftQueues — recording a trace of what ran where (a SwiftQueues
+/*!
+ * \defgroup swiftqueues_trace Recording a trace
+ * \ingroup swiftqueues
+ *
+ * Recording a trace of what ran where (a SwiftQueues
  * addition; libdispatch has no counterpart on Linux).
  *
  * A trace is written in Chrome's JSON trace event format, which Perfetto
@@ -17,10 +20,16 @@
  * dropped). The JSON is written when the recording stops: sq_trace_stop, or
  * the process's exit.
  *
- * From the start of a process, without changing it: SQ_TRACE=<path> in the
+ * From the start of a process, without changing it: SQ_TRACE=\<path\> in the
  * environment ("%p" in the path is replaced by the process id, so programs
  * that start copies of themselves write one file each). A fork() child
  * records nothing unless it calls sq_trace_start itself.
+ *
+ * \par Errors
+ * sq_trace_start returns -1 with errno EINVAL for a NULL or empty path and
+ * EBUSY while a recording runs; sq_trace_stop EINVAL when nothing is being
+ * recorded; errors of opening or writing the file come as they are.
+ * @{
  */
 #ifndef SWIFTQUEUES_TRACE_H
 #define SWIFTQUEUES_TRACE_H
@@ -57,5 +66,7 @@ bool
 sq_trace_recording(void);
 
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_TRACE_H */

@@ -1,7 +1,21 @@
-/*
- * SwiftQueues — work items: a task as an object that can be submitted,
+/*!
+ * \defgroup swiftqueues_workitem Work items and blocks
+ * \ingroup swiftqueues
+ *
+ * Work items: a task as an object that can be submitted,
  * cancelled before it runs, waited for and observed (libdispatch's
  * dispatch_block_* for function pointers).
+ *
+ * Thread safety: a work item may be submitted, cancelled, waited for and
+ * observed from any thread.
+ *
+ * \par Misuse
+ * sq_workitem_create_with_qos_class_f with a class that does not exist or
+ * a relative priority out of range stops the process. sq_block_wait,
+ * sq_block_notify, sq_block_cancel and sq_block_testcancel given a block
+ * that sq_block_create did not make stop it ("SwiftQueues: sq_block_wait:
+ * the block was not made by sq_block_create").
+ * @{
  */
 #ifndef SWIFTQUEUES_WORKITEM_H
 #define SWIFTQUEUES_WORKITEM_H
@@ -14,8 +28,10 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
+/*! A work item (an object: sq_retain, sq_release). */
 typedef struct sq_workitem_s *sq_workitem_t;
 
+/*! A work item's flags: the SQ_WORKITEM_* (or SQ_BLOCK_*) values below, or'ed. */
 typedef unsigned long sq_workitem_flags_t;
 /*! Submitted with sq_async_workitem, the item runs as a barrier. */
 #define SQ_WORKITEM_BARRIER 0x1ul
@@ -36,13 +52,16 @@ typedef unsigned long sq_workitem_flags_t;
  * queue it waits in is raised until it has run. */
 #define SQ_WORKITEM_ENFORCE_QOS_CLASS 0x20ul
 
-/* libdispatch's names for the flags (dispatch_block_flags_t). */
+/*! \name libdispatch's names for the flags (dispatch_block_flags_t) */
+/*! @{ */
+/*! SQ_BLOCK_X is SQ_WORKITEM_X. */
 #define SQ_BLOCK_BARRIER SQ_WORKITEM_BARRIER
 #define SQ_BLOCK_DETACHED SQ_WORKITEM_DETACHED
 #define SQ_BLOCK_ASSIGN_CURRENT SQ_WORKITEM_ASSIGN_CURRENT
 #define SQ_BLOCK_NO_QOS_CLASS SQ_WORKITEM_NO_QOS_CLASS
 #define SQ_BLOCK_INHERIT_QOS_CLASS SQ_WORKITEM_INHERIT_QOS_CLASS
 #define SQ_BLOCK_ENFORCE_QOS_CLASS SQ_WORKITEM_ENFORCE_QOS_CLASS
+/*! @} */
 
 /*!
  * Creates a work item that will call `function(context)` at most once.
@@ -148,6 +167,7 @@ sq_workitem_create(sq_workitem_flags_t flags, sq_block_t block)
 	return item;
 }
 
+/*! sq_workitem_create_with_qos_class_f with a block (copied, released with the item). */
 SQ_INLINE sq_workitem_t
 sq_workitem_create_with_qos_class(sq_workitem_flags_t flags,
 		sq_qos_class_t qos_class, int relative_priority,
@@ -161,6 +181,7 @@ sq_workitem_create_with_qos_class(sq_workitem_flags_t flags,
 	return item;
 }
 
+/*! sq_workitem_notify_f with a block: copied, released after it has run. */
 SQ_INLINE void
 sq_workitem_notify(sq_workitem_t item, sq_queue_t queue, sq_block_t block)
 {
@@ -249,5 +270,7 @@ sq_block_testcancel(sq_block_t block)
 
 SQ_ASSUME_NONNULL_END
 SQ_END_DECLS
+
+/*! @} */
 
 #endif /* SWIFTQUEUES_WORKITEM_H */
