@@ -170,7 +170,7 @@ _sq_env_int(const char *name, int fallback, int min, int max)
 static void
 _sq_pool_init_once(void *unused)
 {
-	for (int i = 0; i < SQ_ROOT_COUNT; i++)
+	for (int i = 0; i < 2 * SQ_ROOT_COUNT; i++)
 		__cds_wfcq_init(&_sq_pool.roots[i].head, &_sq_pool.roots[i].tail);
 	_sq_pool.width = _sq_env_int("SQ_WORKERS", _sq_usable_cpus(), 1,
 			SQ_POOL_MAX_THREADS);
@@ -236,15 +236,15 @@ _sq_root_pop(int index)
 
 /* Takes from the roots by class, with aging (no rings). */
 static struct sq_job_s *
-_sq_roots_pop(int *root)
+_sq_roots_pop(struct sq_worker_s *w, int *root)
 {
-	return _sq_take_by_class(NULL, root);
+	return _sq_take_by_class(NULL, _sq_take_stop(w), root);
 }
 
 bool
 _sq_roots_empty(void)
 {
-	for (int i = 0; i < SQ_ROOT_COUNT; i++)
+	for (int i = 0; i < 2 * SQ_ROOT_COUNT; i++)
 		if (!cds_wfcq_empty(&_sq_pool.roots[i].head,
 				&_sq_pool.roots[i].tail))
 			return false;
@@ -589,6 +589,15 @@ _sq_pool_notify_root(int root)
 		_sq_pool_wake_sleeper();
 		return;
 	}
+	/* No worker may start it now: `width` others run work of its class
+	 * or higher, and each looks again when its job ends (pool_class.c,
+	 * "Taking within the width"). Seq-cst loads of the counts, after the
+	 * enqueue: a worker that stops running counts itself out, then
+	 * looks at the queues before it parks. */
+	if (root < SQ_ROOT_COUNT && _sq_take_stop(NULL) <= root) {
+		_sq_monitor_kick();
+		return;
+	}
 	/* Saturated (the common case in a burst): nobody idle to wake and no
 	 * room for a new worker. Seq-cst, after the enqueue: a worker that
 	 * parks counts itself in `nidle` before its seq-cst look at the
@@ -708,15 +717,17 @@ _sq_pool_push(int root, struct sq_job_s *job)
 /* A job from an overcommit root queue (sq_get_global_queue): it gets a
  * looker of its own, whatever else is searching, an idle worker or a new
  * one beyond the width (up to the cap), as libdispatch's overcommit queues
- * start a thread when none is idle. The job goes to its root queue, never
- * a ring or a slot: the worker that queued it may go on running. A new
- * worker beyond the width retires after idling, like any extra one. */
+ * start a thread when none is idle. The job goes to its class's overcommit
+ * run queue, never a ring or a slot (the worker that queued it may go on
+ * running), where a worker takes it whatever the others run (pool_class.c,
+ * "Taking within the width"). A new worker beyond the width retires after
+ * idling, like any extra one. */
 void
 _sq_pool_push_overcommit(int root, struct sq_job_s *job)
 {
 	_sq_pool_init();
 	_sq_tsan_release(job); /* after our last plain write to the job */
-	_sq_root_push(root, job);
+	_sq_root_push(SQ_ROOT_COUNT + root, job);
 	SQ_CHAOS_POINT();
 	/* Counted as a searcher first, as _sq_pool_notify_root counts the
 	 * worker it wakes or starts (seq-cst, after the enqueue). */
@@ -731,7 +742,7 @@ _sq_pool_push_overcommit(int root, struct sq_job_s *job)
 	/* No thread: the ordinary path, which leaves the job to a worker
 	 * that looks when its own job ends, and to the monitor. */
 	__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST);
-	_sq_pool_notify_root(root);
+	_sq_pool_notify();
 }
 
 /* ---- Workers ------------------------------------------------------------ */
@@ -747,7 +758,7 @@ _sq_worker_stop_searching(struct sq_worker_s *w)
 	w->searching = false;
 	if (__atomic_sub_fetch(&_sq_pool.searching, 1, __ATOMIC_SEQ_CST) == 0) {
 		SQ_CHAOS_POINT();
-		if (_sq_pool_has_work())
+		if (_sq_pool_has_takeable(NULL))
 			_sq_pool_notify();
 	}
 }
@@ -772,7 +783,7 @@ _sq_worker_give_up_search(struct sq_worker_s *w)
 	SQ_CHAOS_POINT();
 	/* Seq-cst: after the decrement. A submitter that saw us counted
 	 * (and so woke nobody) enqueued before that load: we see its job. */
-	if (!_sq_pool_has_work())
+	if (!_sq_pool_has_takeable(w))
 		return false;
 	_sq_worker_search_again(w);
 	return true;
@@ -784,17 +795,20 @@ static struct sq_job_s *
 _sq_find_queued_work(struct sq_worker_s *w, int *root)
 {
 	struct sq_job_s *job;
-	if (++w->tick % 61 == 0 && (job = _sq_roots_pop(root)))
+	if (++w->tick % 61 == 0 && (job = _sq_roots_pop(w, root)))
 		return job;
+	/* The classes w may start a job of ("Taking within the width",
+	 * pool_class.c). */
+	int stop = _sq_take_stop(w);
 	/* Our own ring first, unless higher work waits elsewhere
 	 * ("Precedence", pool_class.c). */
 	if (!_sq_ring_empty(&w->ring)) {
 		int own = w->ring_root;
-		if (_sq_best_waiting(own) == own) {
+		if (own < stop && _sq_best_waiting(own) == own) {
 			uintptr_t entry = _sq_ring_pop(&w->ring);
 			if (entry)
 				return _sq_entry_job(entry, root);
-		} else if ((job = _sq_take_by_class(w, root))) {
+		} else if ((job = _sq_take_by_class(w, stop, root))) {
 			return job;
 		}
 	}
@@ -812,11 +826,11 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 			!= 0;
 	if (blocked && (job = _sq_take_blocked(w, root, false)))
 		return job;
-	if ((job = _sq_take_by_class(w, root)))
+	if ((job = _sq_take_by_class(w, stop, root)))
 		return job;
 	if (blocked && (job = _sq_take_blocked(w, root, true)))
 		return job;
-	return _sq_steal(w, SQ_ROOT_COUNT, root);
+	return _sq_steal_above(w, stop, root);
 }
 
 /* The next job for w; `*handoff` tells whether it came from w's own slot. */
@@ -899,7 +913,7 @@ _sq_find_bound_work(struct sq_worker_s *w, int *root, bool *handoff)
 		/* Not its class (it cannot be, see above): to the roots. */
 		_sq_root_push(*root, job);
 	}
-	return _sq_take_by_class(w, root);
+	return _sq_take_by_class(w, _sq_take_stop(w), root);
 }
 
 /* Gives a bound worker's thread back. Returns false if it must stay (the
@@ -934,7 +948,7 @@ _sq_worker_leave_bound(struct sq_worker_s *w)
 	SQ_POOL_EVENT(SQ_TRACE_PARK, w, 0);
 	/* Seq-cst, after leaving `live`: a submitter that saw us counted may
 	 * have woken nobody; we see its job and pass it on. */
-	if (_sq_pool_has_work())
+	if (_sq_pool_has_takeable(NULL))
 		_sq_pool_notify();
 	return true;
 }
@@ -1003,6 +1017,16 @@ _sq_worker_park(struct sq_worker_s *w)
 {
 	if (w->searching && _sq_worker_give_up_search(w))
 		return true;
+	/* Work waits that w may not take: if a worker that holds it back
+	 * sleeps where only the monitor would see it, it no longer counts,
+	 * and w takes the work now (pool_monitor.c). */
+	if (_sq_pool_has_work_in(true) && !_sq_pool_has_takeable(w) &&
+			_sq_pool_mark_sleeping_runners(w) &&
+			_sq_pool_has_takeable(w)) {
+		if (!w->searching)
+			_sq_worker_search_again(w);
+		return true;
+	}
 
 	/* At most one idle worker spins, counted as a searcher so that
 	 * submissions do not wake anyone else meanwhile. The spin budget
@@ -1021,7 +1045,7 @@ _sq_worker_park(struct sq_worker_s *w)
 		bool found = false;
 		uint64_t start = _sq_monotonic_ns();
 		do {
-			if (_sq_pool_has_work()) {
+			if (_sq_pool_has_takeable(w)) {
 				found = true;
 				break;
 			}
@@ -1073,10 +1097,19 @@ _sq_worker_park(struct sq_worker_s *w)
 	/* After the fence, the last job's writes are ordered before this
 	 * look at the main runner's flag (main_queue.c). */
 	_sq_main_runner_job_done();
-	if (_sq_pool_has_work() && (SQ_CHAOS_POINT(), _sq_idle_remove(w))) {
-		__atomic_store_n(&w->parked, 0, __ATOMIC_RELAXED);
-		_sq_worker_search_again(w);
-		return true;
+	if (_sq_pool_has_takeable(w)) {
+		if ((SQ_CHAOS_POINT(), _sq_idle_remove(w))) {
+			__atomic_store_n(&w->parked, 0, __ATOMIC_RELAXED);
+			_sq_worker_search_again(w);
+			return true;
+		}
+	} else if (_sq_pool_has_work_in(true)) {
+		/* Work waits that no idle worker may take: it is the running
+		 * workers' (pool_class.c, "Taking within the width"). The
+		 * monitor watches them, so that one that blocks where only
+		 * it can see makes room; its submitter may have found us
+		 * searching and kicked nobody. */
+		_sq_monitor_kick();
 	}
 	/* (If the removal failed, a waker popped us and counted us as a
 	 * searcher: the wait below returns at once.) */
@@ -1122,7 +1155,7 @@ _sq_worker_park(struct sq_worker_s *w)
 				return true;
 			}
 			SQ_CHAOS_POINT();
-			if (_sq_pool_has_work())
+			if (_sq_pool_has_takeable(NULL))
 				_sq_pool_notify();
 			return false;
 		}
@@ -1150,7 +1183,7 @@ _sq_worker_park(struct sq_worker_s *w)
 		if (__atomic_compare_exchange_n(&_sq_pool.live, &live,
 				live - 1, false, __ATOMIC_SEQ_CST,
 				__ATOMIC_RELAXED)) {
-			if (_sq_pool_has_work())
+			if (_sq_pool_has_takeable(NULL))
 				_sq_pool_notify();
 			return false;
 		}

@@ -96,10 +96,21 @@ _sq_take_root(struct sq_worker_s *self, int r, int *root)
 	return _sq_steal(self, r, root);
 }
 
+/* A job from class r's overcommit run queue. */
+static struct sq_job_s *
+_sq_take_overcommit(int r, int *root)
+{
+	struct sq_job_s *job = _sq_root_pop(SQ_ROOT_COUNT + r);
+	if (job)
+		*root = r;
+	return job;
+}
+
 /* Takes by class, highest first, with aging; self's own ring counts as
- * its `ring_root` class (NULL self: roots only). */
+ * its `ring_root` class (NULL self: roots only). Only classes above
+ * `stop` (_sq_take_stop), but overcommit jobs of any class. */
 struct sq_job_s *
-_sq_take_by_class(struct sq_worker_s *self, int *root)
+_sq_take_by_class(struct sq_worker_s *self, int stop, int *root)
 {
 	uint32_t c = __atomic_fetch_add(&_sq_pool.pop_counter, 1,
 			__ATOMIC_RELAXED);
@@ -111,11 +122,16 @@ _sq_take_by_class(struct sq_worker_s *self, int *root)
 	/* A bound worker takes only the classes its thread may run. */
 	int top = self != NULL ? self->bound : 0;
 	struct sq_job_s *job;
-	if (first >= top && (job = _sq_take_root(self, first, root)))
+	if (first >= top && first < stop &&
+			(job = _sq_take_root(self, first, root)))
 		return job;
 	int own = self != NULL && !_sq_ring_empty(&self->ring) ?
 			self->ring_root : SQ_ROOT_COUNT;
 	for (int r = top; r < SQ_ROOT_COUNT; r++) {
+		if ((job = _sq_take_overcommit(r, root)))
+			return job;
+		if (r >= stop)
+			continue;
 		if (r == own) {
 			uintptr_t entry = _sq_ring_pop(&self->ring);
 			if (entry)
@@ -148,6 +164,106 @@ _sq_steal(struct sq_worker_s *self, int r, int *root)
 			return _sq_entry_job(entry, root);
 	}
 	return NULL;
+}
+
+/* A job from another worker's ring that holds a class above `stop`. */
+struct sq_job_s *
+_sq_steal_above(struct sq_worker_s *self, int stop, int *root)
+{
+	if (stop >= SQ_ROOT_COUNT)
+		return _sq_steal(self, SQ_ROOT_COUNT, root);
+	for (int r = 0; r < stop; r++) {
+		struct sq_job_s *job = _sq_steal(self, r, root);
+		if (job)
+			return job;
+	}
+	return NULL;
+}
+
+/* ---- Taking within the width --------------------------------------------
+ *
+ * A worker starts a job of class r only while fewer than `width` other
+ * workers run jobs of class r or higher (not counting blocked ones, which
+ * run nothing). Workers beyond the width (started for a higher class,
+ * see "Room for a higher class", or for blocked ones) thus run only the
+ * work they were started for: done with it, they park rather than take
+ * lower work, and are idle, a wake-up away, when the next higher job
+ * comes. Without the rule, a worker started for a request went on with a
+ * background batch's jobs, and the batch ran on more threads than CPUs
+ * (5 on 2 CPUs), each taking its share of the CPUs from the requests.
+ *
+ * Exempt: a worker's own next-job slot (the chain its last job handed
+ * on), what waits behind a blocked worker (pool_block.c), what a waiting
+ * job runs itself, and the overcommit run queues (their jobs get a thread
+ * beyond the width by definition).
+ *
+ * Wake-ups: a job no worker may start is left to those running: each of
+ * them looks again when its job ends. A worker that stops running counts
+ * itself out of `busy` (seq-cst) and then looks at the queues before it
+ * parks (_sq_pool_has_takeable); a submitter enqueues and then reads the
+ * counts (_sq_pool_notify_root): one sees the other. A running worker
+ * that blocks where the runtime sees it (an announced wait) counts in
+ * `nblocked` and gets another worker going at once; blocking only the
+ * monitor sees (a sleep in a task) is marked by it, and it then wakes an
+ * idle worker, which may now take the job (pool_monitor.c).
+ */
+
+/* The first class whose jobs `self` (NULL: a submitter) may not start:
+ * the highest r at which `width` other workers, not blocked, run class r
+ * or higher; SQ_ROOT_COUNT when none. Seq-cst loads (see above). The
+ * blocked ones are subtracted from the top: a hint that errs towards
+ * taking. */
+int
+_sq_take_stop(const struct sq_worker_s *self)
+{
+	int32_t running = -__atomic_load_n(&_sq_pool.nblocked,
+			__ATOMIC_SEQ_CST);
+	int mine = self != NULL ? self->busy_root : SQ_ROOT_COUNT;
+	for (int r = 0; r < SQ_ROOT_COUNT; r++) {
+		running += __atomic_load_n(&_sq_pool.busy[r], __ATOMIC_SEQ_CST);
+		if (r == mine)
+			running--;
+		if (running >= _sq_pool.width)
+			return r;
+	}
+	return SQ_ROOT_COUNT;
+}
+
+/* Whether work waits that `self` (NULL: any looker) may take: an
+ * overcommit job, a job in a next-job slot (unless a guard watches the
+ * slots) or behind a blocked worker, or a job of a class above
+ * _sq_take_stop in a root queue or a ring. A parking worker's last look;
+ * seq-cst loads after its seq-cst count-out and its leaving the
+ * searchers. */
+bool
+_sq_pool_has_takeable(const struct sq_worker_s *self)
+{
+	int stop = _sq_take_stop(self);
+	for (int r = 0; r < SQ_ROOT_COUNT; r++) {
+		struct sq_root_rq_s *oc = &_sq_pool.roots[SQ_ROOT_COUNT + r];
+		if (!cds_wfcq_empty(&oc->head, &oc->tail) || (r < stop &&
+				!cds_wfcq_empty(&_sq_pool.roots[r].head,
+				&_sq_pool.roots[r].tail)))
+			return true;
+	}
+	bool slots = __atomic_load_n(&_sq_pool.guard, __ATOMIC_SEQ_CST) ==
+			NULL;
+	int32_t n = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < n; i++) {
+		struct sq_worker_s *w = &_sq_pool.workers[i];
+		if (__atomic_load_n(&w->slot_state, __ATOMIC_ACQUIRE) !=
+				SQ_SLOT_LIVE)
+			continue;
+		bool blocked = __atomic_load_n(&w->blocked,
+				__ATOMIC_SEQ_CST) != 0;
+		if ((slots || blocked) && __atomic_load_n(&w->next,
+				__ATOMIC_SEQ_CST))
+			return true;
+		if (!_sq_ring_empty(&w->ring) && (blocked || __atomic_load_n(
+				&w->ring_root, __ATOMIC_SEQ_CST) < stop))
+			return true;
+	}
+	return false;
 }
 
 /* ---- Room for a higher class -------------------------------------------

@@ -113,7 +113,9 @@ struct sq_root_rq_s {
 };
 
 struct sq_pool_s {
-	struct sq_root_rq_s roots[SQ_ROOT_COUNT];
+	/* The classes' root queues, then their overcommit twins' (index
+	 * SQ_ROOT_COUNT + class), whose jobs start beyond the width. */
+	struct sq_root_rq_s roots[2 * SQ_ROOT_COUNT];
 	int width;       /* workers kept: usable CPUs or SQ_WORKERS */
 	int max_threads; /* SQ_MAX_THREADS */
 	int32_t live;    /* worker threads alive */
@@ -294,7 +296,9 @@ _sq_best_waiting(int limit)
 	uint32_t mask = __atomic_load_n(&_sq_pool.ring_mask, __ATOMIC_RELAXED);
 	for (int r = 0; r < limit; r++)
 		if ((mask & (1u << r)) || !cds_wfcq_empty(
-				&_sq_pool.roots[r].head, &_sq_pool.roots[r].tail))
+				&_sq_pool.roots[r].head, &_sq_pool.roots[r].tail) ||
+				!cds_wfcq_empty(&_sq_pool.roots[SQ_ROOT_COUNT + r].head,
+				&_sq_pool.roots[SQ_ROOT_COUNT + r].tail))
 			return r;
 	return limit;
 }
@@ -315,12 +319,19 @@ _sq_worker_count_class(struct sq_worker_s *w, int r)
 {
 	if (w->busy_root == r)
 		return;
+	/* Seq-cst: a worker that stops running, then looks at the queues
+	 * before it parks, and another that looks at these counts to decide
+	 * whether it may take a job (pool_class.c, "Taking within the
+	 * width"): one of them sees the other. */
 	if (w->busy_root < SQ_ROOT_COUNT)
 		__atomic_sub_fetch(&_sq_pool.busy[w->busy_root], 1,
-				__ATOMIC_RELAXED);
+				__ATOMIC_SEQ_CST);
 	if (r < SQ_ROOT_COUNT)
-		__atomic_add_fetch(&_sq_pool.busy[r], 1, __ATOMIC_RELAXED);
-	w->busy_root = (uint8_t)r;
+		__atomic_add_fetch(&_sq_pool.busy[r], 1, __ATOMIC_SEQ_CST);
+	/* Relaxed atomic: other workers read it (_sq_take_stop's caller
+	 * passes only itself, but the runners' look in pool_monitor.c
+	 * reads any worker's). */
+	__atomic_store_n(&w->busy_root, (uint8_t)r, __ATOMIC_RELAXED);
 }
 
 
@@ -360,10 +371,14 @@ SQ_INTERNAL void _sq_pool_wake_sleeper(void);
 /* pool_class.c: taking by class, stealing, room for a higher class, the
  * classes' CPU priorities. */
 SQ_INTERNAL struct sq_job_s *_sq_take_by_class(struct sq_worker_s *self,
-		int *root);
+		int stop, int *root);
 SQ_INTERNAL struct sq_job_s *_sq_steal(struct sq_worker_s *self, int r,
 		int *root);
+SQ_INTERNAL struct sq_job_s *_sq_steal_above(struct sq_worker_s *self,
+		int stop, int *root);
 SQ_INTERNAL bool _sq_pool_class_room(int r);
+SQ_INTERNAL int _sq_take_stop(const struct sq_worker_s *self);
+SQ_INTERNAL bool _sq_pool_has_takeable(const struct sq_worker_s *self);
 SQ_INTERNAL void _sq_worker_set_class_nice(struct sq_worker_s *w, int root);
 SQ_INTERNAL void _sq_worker_before_look(struct sq_worker_s *w);
 SQ_INTERNAL bool _sq_worker_bound_should_leave(struct sq_worker_s *w);
@@ -389,5 +404,6 @@ SQ_INTERNAL void _sq_worker_unmark_blocked(struct sq_worker_s *w,
 SQ_INTERNAL uint64_t _sq_pool_jobs_total(void);
 SQ_INTERNAL void _sq_monitor_ensure(void);
 SQ_INTERNAL void _sq_monitor_kick(void);
+SQ_INTERNAL bool _sq_pool_mark_sleeping_runners(struct sq_worker_s *self);
 
 #endif

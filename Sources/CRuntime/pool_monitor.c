@@ -79,6 +79,43 @@ _sq_worker_runnable(struct sq_worker_s *w)
 	return p == NULL || p[1] == '\0' || p[2] == 'R';
 }
 
+/* A worker found nothing it may take while work waits (pool_class.c,
+ * "Taking within the width"): the running workers that hold that work
+ * back may be blocked where the runtime cannot see it (a POSIX semaphore
+ * in a task). Those that /proc says are asleep, and that are not asleep
+ * for a spin lock or parked, are marked blocked now, as the monitor would
+ * at its next tick (which unmarks one it then finds running again).
+ * Returns whether it marked any. At most SQ_PROC_LOOKS looks. */
+bool
+_sq_pool_mark_sleeping_runners(struct sq_worker_s *self)
+{
+	bool marked = false;
+	int looks = 0;
+	int32_t slots = __atomic_load_n(&_sq_pool.slots, __ATOMIC_ACQUIRE);
+	for (int i = 0; i < slots && looks < SQ_PROC_LOOKS; i++) {
+		struct sq_worker_s *w = &_sq_pool.workers[i];
+		if (w == self || __atomic_load_n(&w->slot_state,
+				__ATOMIC_ACQUIRE) != SQ_SLOT_LIVE ||
+				__atomic_load_n(&w->busy_root,
+				__ATOMIC_RELAXED) >= SQ_ROOT_COUNT ||
+				__atomic_load_n(&w->blocked, __ATOMIC_RELAXED) ||
+				__atomic_load_n(&w->parked, __ATOMIC_RELAXED))
+			continue;
+		looks++;
+		if (_sq_worker_runnable(w) || __atomic_load_n(&w->lock_sleep,
+				__ATOMIC_RELAXED) || __atomic_load_n(&w->parked,
+				__ATOMIC_RELAXED))
+			continue;
+		/* Seq-cst mark, then the look at `parked`, as the monitor's. */
+		_sq_worker_mark_blocked(w, SQ_BLOCKED_SEEN);
+		if (__atomic_load_n(&w->parked, __ATOMIC_SEQ_CST))
+			_sq_worker_unmark_blocked(w, SQ_BLOCKED_SEEN);
+		else
+			marked = true;
+	}
+	return marked;
+}
+
 /* Jobs finished by all live workers so far. */
 uint64_t
 _sq_pool_jobs_total(void)
@@ -251,7 +288,8 @@ _sq_monitor_main(void *unused)
 			last_total = total;
 			stalled_ticks = 0;
 		} else if (_sq_pool.net_enabled &&
-				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST)) {
+				__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) &&
+				_sq_pool_has_takeable(NULL)) {
 			/* With nobody searching, that is the invariant broken.
 			 * A counted searcher may just not have been scheduled
 			 * yet on a loaded machine: give it much longer. */
@@ -263,9 +301,16 @@ _sq_monitor_main(void *unused)
 				_sq_pool_net_fire();
 			}
 		}
-		if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) ||
-				__atomic_load_n(&_sq_pool.searching,
-					__ATOMIC_SEQ_CST)) {
+		/* Idle workers with work waiting that none of them may take
+		 * (pool_class.c, "Taking within the width"): the running
+		 * ones are looked at as when every worker is busy; those
+		 * found blocked no longer count, and an idle worker is woken
+		 * to take their place. */
+		bool declined = __atomic_load_n(&_sq_pool.nidle,
+				__ATOMIC_SEQ_CST) && !_sq_pool_has_takeable(NULL);
+		if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST) ||
+				(__atomic_load_n(&_sq_pool.nidle,
+				__ATOMIC_SEQ_CST) && !declined)) {
 			pending_ticks = 0;
 			continue;
 		}
@@ -277,6 +322,7 @@ _sq_monitor_main(void *unused)
 		 * the cost does not grow with the number of threads; none at
 		 * the thread cap, where no worker can be added. */
 		int busy = 0, blocked = 0, looks = 0;
+		bool marked = false;
 		uint64_t now = _sq_monotonic_ns();
 		bool capped = __atomic_load_n(&_sq_pool.live,
 				__ATOMIC_RELAXED) >= _sq_pool.max_threads;
@@ -347,18 +393,26 @@ _sq_monitor_main(void *unused)
 						__ATOMIC_SEQ_CST))
 					_sq_worker_unmark_blocked(w,
 							SQ_BLOCKED_SEEN);
+				else
+					marked = true;
 			} else if (marks & SQ_BLOCKED_SEEN) {
 				/* Running again, in the same long job. */
 				_sq_worker_unmark_blocked(w, SQ_BLOCKED_SEEN);
 			}
 		}
+		/* A worker found blocked makes room (its mark, seq-cst,
+		 * then this look): an idle worker takes its place at once. */
+		if (marked && declined && _sq_pool_has_takeable(NULL)) {
+			_sq_pool_notify();
+			continue;
+		}
 		if (++pending_ticks < 2)
 			continue;
 		/* A worker that parked or went searching during the scan is
 		 * not blocked; the next tick looks again. */
-		if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST) ||
-				__atomic_load_n(&_sq_pool.searching,
-					__ATOMIC_SEQ_CST))
+		if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST))
+			continue;
+		if (__atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST))
 			continue;
 		int runnable = busy - blocked;
 		for (int add = _sq_pool.width - runnable; add > 0; add--) {
