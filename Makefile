@@ -8,7 +8,8 @@
 #   make test-man    every public sq_ function has a man page (man/*.3), every page
 #                    renders without warnings
 #   make test-compat libdispatch's test programs and GCD examples, unchanged, built
-#                    against the compatibility headers (compat/dispatch) and run
+#                    against the compatibility headers (compat/dispatch) and run;
+#                    every public libdispatch name mapped and in docs/FEATURES.md
 #   make test-chaos  the pool's width matrix and the guarantee checker in a chaos
 #                    build (-DSQ_CHAOS: random yields and sleeps inside the protocols)
 #   make test-tsan   the C suite under ThreadSanitizer (and swift test)
@@ -301,6 +302,7 @@ $(BUILD)/compat/%: $(COMPAT_DIR)/examples/%.c $(COMPAT_HEADERS) $(HEADERS) \
 	  $(if $(filter collision,$*),$(COMPAT_SYSTEM_DISPATCH))
 
 test-compat: lib $(COMPAT_UPSTREAM) $(COMPAT_EXAMPLES)
+	@SWIFT="$(SWIFT)" BLOCKS_CC="$(BLOCKS_CC)" sh scripts/check-dispatch-names.sh
 	@$(if $(DISPATCH_TESTS),,echo "test-compat: DISPATCH_TESTS unset: libdispatch's own tests skipped")
 	@sh Tests/CRuntimeTests/run.sh $(COMPAT_UPSTREAM) $(COMPAT_EXAMPLES)
 
