@@ -12,7 +12,8 @@
 #                    every public sq_ function has a generated man page, every page
 #                    renders without warnings, `man` finds them in an installed prefix
 #   make test-compat libdispatch's test programs and GCD examples, unchanged, built
-#                    against the compatibility headers (compat/dispatch) and run
+#                    against the compatibility headers (compat/dispatch) and run;
+#                    every public libdispatch name mapped and in docs/FEATURES.md
 #   make test-chaos  the pool's width matrix and the guarantee checker in a chaos
 #                    build (-DSQ_CHAOS: random yields and sleeps inside the protocols)
 #   make test-tsan   the C suite under ThreadSanitizer (and swift test)
@@ -297,6 +298,7 @@ $(BUILD)/compat/%: $(COMPAT_DIR)/examples/%.c $(COMPAT_HEADERS) $(HEADERS) \
 	  $(if $(filter collision,$*),$(COMPAT_SYSTEM_DISPATCH))
 
 test-compat: lib $(COMPAT_UPSTREAM) $(COMPAT_EXAMPLES)
+	@SWIFT="$(SWIFT)" BLOCKS_CC="$(BLOCKS_CC)" sh scripts/check-dispatch-names.sh
 	@$(if $(DISPATCH_TESTS),,echo "test-compat: DISPATCH_TESTS unset: libdispatch's own tests skipped")
 	@sh Tests/CRuntimeTests/run.sh $(COMPAT_UPSTREAM) $(COMPAT_EXAMPLES)
 

@@ -244,6 +244,9 @@ open class Procedure: @unchecked Sendable, CustomStringConvertible {
     final let admitted = Atomic<Bool>(false)
     /// A barrier of its queue.
     final let isBarrier = Atomic<Bool>(false)
+    /// When its queue took it (the queue's count of additions): orders
+    /// ready procedures of one priority, as Foundation's queue does.
+    final let queueOrder = Atomic<Int>(0)
     final let lockWord = ProcedureLockWord()
     /// Guarded by `lockWord`: use `withLocked`.
     final var lockedState = ProcedureLocked()

@@ -98,6 +98,8 @@ struct ProcedureQueueState {
     var frontBarrier: Procedure?
     /// Later segments, each closed by a barrier (the last may be open).
     var later: [ProcedureBarrierSegment] = []
+    /// Procedures taken so far: the next one's `queueOrder`.
+    var additions = 0
 }
 
 /// What to do once the lock is released.
@@ -180,12 +182,16 @@ let procedureTargetedRunnerEntry: sq_function_t = { context in
 ///
 /// **Order.** Readiness first (a procedure starts only after all its
 /// dependencies — on any queue — have finished), then ``Procedure/queuePriority``
-/// (highest first), then the order of addition. Width 1 is therefore not a
-/// serial dispatch queue: a later, higher-priority or earlier-ready
-/// procedure may overtake. Without dependencies nothing guarantees order.
+/// (highest first), then the order of addition, as Foundation's queue
+/// (with the default width, where ready procedures start about at once:
+/// the order they became ready). Width 1 is therefore not a serial
+/// dispatch queue: a higher-priority or earlier-ready procedure may
+/// overtake. Without dependencies nothing guarantees order.
 ///
-/// **Cost.** Every add, finish, readiness and priority change is O(1):
-/// nothing walks waiting procedures, so a dependency chain of a million
+/// **Cost.** Every add, finish, readiness and priority change is O(1)
+/// (on a queue with a width of its own, a procedure that becomes ready
+/// after later-added ones of its priority walks past them): nothing else
+/// walks waiting procedures, so a dependency chain of a million
 /// procedures costs the same per procedure as ten.
 ///
 /// **Ownership.** The queue holds each procedure from ``addProcedure(_:)``
@@ -243,6 +249,14 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
     /// The highest non-empty ready list (-1: none); written under the lock,
     /// read by a width-1 runner between the procedures of its batch.
     private let topReadyHint = Atomic<Int>(-1)
+    /// Ready procedures placed ahead of others of their priority so far
+    /// (they were added earlier but became ready later); a width-1 runner
+    /// hands its batch back when this changes (see `pushReady`).
+    private let readyOvertakes = Atomic<Int>(0)
+    /// The latest `queueOrder` in the batch a runner is running (-1: none):
+    /// a procedure added before it that becomes ready meanwhile overtakes
+    /// the rest of the batch. Written under the lock.
+    private let batchCeiling = Atomic<Int>(-1)
     /// Procedures added without the lock, newest first, linked through
     /// `queueNext`; each holds the queue's reference (see `addProcedure`).
     private let inbox = Atomic<Unmanaged<Procedure>?>(nil)
@@ -673,6 +687,8 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
     private func insertLocked(_ node: Unmanaged<Procedure>, barrier: Bool) {
         let s = state
         let procedure = node.takeUnretainedValue()
+        procedure.queueOrder.store(s.pointee.additions, ordering: .relaxed)
+        s.pointee.additions &+= 1
         procedure.queueNext.store(nil, ordering: .relaxed)
         procedure.queuePrev.store(s.pointee.allTail, ordering: .relaxed)
         if let tail = s.pointee.allTail {
@@ -724,39 +740,70 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
 
     // MARK: Internals: ready lists
 
+    /// Puts a procedure on its priority's ready list. On a queue with a
+    /// width of its own (`maxConcurrentCount` set), where procedures wait
+    /// for slots and the order they start in shows, in the order the queue
+    /// took them — Foundation's order among equal priorities: the one added
+    /// first starts first, whichever became ready first. From the tail:
+    /// O(1) when procedures become ready in the order they were added
+    /// (independent ones, chains); otherwise a walk past the later-added
+    /// ready procedures of its priority. With the default width (the pool
+    /// decides, ready procedures start about at once) at the tail, O(1).
     @inline(__always)
     private func pushReady(_ procedure: Procedure) {
         let index = procedure.queuePriority.bucket
+        let order = procedure.queueOrder.load(ordering: .relaxed)
+        var after = lists[index].tail
+        if state.pointee.maxConcurrent >= 0 {
+            while let candidate = after,
+                  candidate.takeUnretainedValue().queueOrder.load(ordering: .relaxed) > order {
+                after = candidate.takeUnretainedValue().readyPrev.load(ordering: .relaxed)
+            }
+        }
+        if state.pointee.maxConcurrent >= 0
+            && (after?.toOpaque() != lists[index].tail?.toOpaque()
+                || order < batchCeiling.load(ordering: .relaxed)) {
+            readyOvertakes.wrappingAdd(1, ordering: .relaxed)
+        }
+        linkReady(procedure, bucket: index, after: after)
+    }
+
+    /// Puts a procedure a runner took but did not start back on its ready
+    /// list, from the head: it was at the head when taken, so only
+    /// procedures added earlier that became ready since go before it.
+    private func pushReadyFront(_ procedure: Procedure) {
+        let index = procedure.queuePriority.bucket
+        let order = procedure.queueOrder.load(ordering: .relaxed)
+        var after: Unmanaged<Procedure>? = nil
+        var next = lists[index].head
+        while state.pointee.maxConcurrent >= 0, let candidate = next,
+              candidate.takeUnretainedValue().queueOrder.load(ordering: .relaxed) < order {
+            after = candidate
+            next = candidate.takeUnretainedValue().readyNext.load(ordering: .relaxed)
+        }
+        linkReady(procedure, bucket: index, after: after)
+    }
+
+    /// Links a procedure into ready list `index` after `after` (nil: at
+    /// the head).
+    @inline(__always)
+    private func linkReady(_ procedure: Procedure, bucket index: Int, after: Unmanaged<Procedure>?) {
         let node = Unmanaged.passUnretained(procedure)
+        let next = after == nil ? lists[index].head
+                                : after.unsafelyUnwrapped.takeUnretainedValue().readyNext.load(ordering: .relaxed)
         procedure.readyBucket.store(index, ordering: .relaxed)
-        procedure.readyNext.store(nil, ordering: .relaxed)
-        procedure.readyPrev.store(lists[index].tail, ordering: .relaxed)
-        if let tail = lists[index].tail {
-            tail.takeUnretainedValue().readyNext.store(node, ordering: .relaxed)
+        procedure.readyPrev.store(after, ordering: .relaxed)
+        procedure.readyNext.store(next, ordering: .relaxed)
+        if let after {
+            after.takeUnretainedValue().readyNext.store(node, ordering: .relaxed)
         } else {
             lists[index].head = node
         }
-        lists[index].tail = node
-        state.pointee.readyCount += 1
-        if index > topReadyHint.load(ordering: .relaxed) {
-            topReadyHint.store(index, ordering: .relaxed)
-        }
-    }
-
-    /// Puts a procedure back at the head of its list (a runner hands back
-    /// what it took but may not start).
-    private func pushReadyFront(_ procedure: Procedure) {
-        let index = procedure.queuePriority.bucket
-        let node = Unmanaged.passUnretained(procedure)
-        procedure.readyBucket.store(index, ordering: .relaxed)
-        procedure.readyPrev.store(nil, ordering: .relaxed)
-        procedure.readyNext.store(lists[index].head, ordering: .relaxed)
-        if let head = lists[index].head {
-            head.takeUnretainedValue().readyPrev.store(node, ordering: .relaxed)
+        if let next {
+            next.takeUnretainedValue().readyPrev.store(node, ordering: .relaxed)
         } else {
             lists[index].tail = node
         }
-        lists[index].head = node
         state.pointee.readyCount += 1
         if index > topReadyHint.load(ordering: .relaxed) {
             topReadyHint.store(index, ordering: .relaxed)
@@ -1162,6 +1209,12 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
             for i in 0..<count {
                 batch[i] = Unmanaged.passUnretained(popReady())
             }
+            var ceiling = -1
+            for i in 0..<count {
+                ceiling = max(ceiling, batch[i].takeUnretainedValue().queueOrder.load(ordering: .relaxed))
+            }
+            batchCeiling.store(ceiling, ordering: .relaxed)
+            let overtakes = readyOvertakes.load(ordering: .relaxed)
             budget -= count
             s.pointee.batchEpoch &+= 1
             // Time a sample of the batches (every one when it can grow).
@@ -1199,9 +1252,11 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
             while index < count {
                 let procedure = batch[index].takeUnretainedValue()
                 if index > 0 && (slotTaken || suspendedHint.load(ordering: .relaxed)
-                    || topReadyHint.load(ordering: .relaxed) > procedure.queuePriority.bucket) {
+                    || topReadyHint.load(ordering: .relaxed) > procedure.queuePriority.bucket
+                    || readyOvertakes.load(ordering: .relaxed) != overtakes) {
                     // The slot is taken, the queue was suspended, or a
-                    // higher-priority procedure became ready: hand back the rest.
+                    // procedure that goes first became ready (of a higher
+                    // priority, or added earlier): hand back the rest.
                     break
                 }
                 index += 1
@@ -1260,6 +1315,7 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
                 s.pointee.nanosPerProcedure = each
             }
             s.pointee.busy -= 1
+            batchCeiling.store(-1, ordering: .relaxed)
             if !slotTaken {
                 s.pointee.executing -= 1
             }
