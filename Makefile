@@ -208,7 +208,7 @@ test-c-wide: lib $(TEST_BINS) $(BLOCKS_TESTS)
 # The pool's width matrix and the guarantee checker in a chaos build;
 # test-chaos-short is CI's pass.
 CHAOS_TESTS := test_pool_matrix test_queue_wakeups test_queue_stress test_guarantees \
-               test_liveness test_priority
+               test_liveness test_priority test_take_width
 test-chaos: deps
 	$(MAKE) --no-print-directory BUILD=build-chaos CHAOS=1 \
 	  $(addprefix build-chaos/tests/,$(CHAOS_TESTS))

@@ -1,0 +1,174 @@
+/*
+ * Taking within the width: a worker starts a job of class r only while
+ * fewer than `width` other workers, not blocked, run jobs of class r or
+ * higher. The checker: a BACKGROUND batch saturates the pool while
+ * USER_INITIATED requests keep arriving, each of which may start a worker
+ * beyond the width ("room for a higher class"); the batch must never run
+ * on more threads than the width (one more is allowed: two workers may
+ * read the counts at the same moment), and every request and batch job
+ * must finish. Without the rule a worker started for a request went on
+ * with batch jobs, and the batch ran on width + 3 threads.
+ *
+ * Then the rule's escape: every worker of the width blocks where the
+ * runtime cannot see it (a POSIX semaphore) until a job queued behind
+ * them posts it; the blocked ones stop counting once seen (by a worker
+ * that parks, or the monitor), so the job runs, with the safety net off.
+ *
+ * Each width runs in a child process with an alarm: a stall is a failure.
+ * SQT_ONLY=<width> runs one width.
+ */
+#define _GNU_SOURCE
+#include "sqtest.h"
+#include "queue_helpers.h"
+
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+
+struct shared {
+	atomic_int batch_running;
+	atomic_int batch_peak;
+	atomic_int batch_done;
+	atomic_int batch_stop;
+	atomic_int batch_live; /* batch jobs queued or running */
+	atomic_int requests_done;
+	atomic_int blocked_done;
+	sem_t gate;
+	int failures;
+};
+static struct shared *sh;
+static sq_queue_t batch_q;
+
+static void
+spin_ns(uint64_t ns)
+{
+	uint64_t end = sqt_now_ns() + ns;
+	while (sqt_now_ns() < end) {
+	}
+}
+
+static void
+batch_job(void *ctx)
+{
+	int r = atomic_fetch_add(&sh->batch_running, 1) + 1;
+	int p = atomic_load(&sh->batch_peak);
+	while (r > p && !atomic_compare_exchange_weak(&sh->batch_peak, &p, r)) {
+	}
+	spin_ns(3 * NSEC_PER_MSEC);
+	atomic_fetch_sub(&sh->batch_running, 1);
+	atomic_fetch_add(&sh->batch_done, 1);
+	if (!atomic_load(&sh->batch_stop))
+		sq_async_f(batch_q, NULL, batch_job); /* resubmitted */
+	else
+		atomic_fetch_sub(&sh->batch_live, 1);
+}
+
+static void
+request(void *ctx)
+{
+	spin_ns(50 * NSEC_PER_USEC);
+	atomic_fetch_add(&sh->requests_done, 1);
+}
+
+static void
+blocked_job(void *ctx)
+{
+	sem_wait(&sh->gate);
+	atomic_fetch_add(&sh->blocked_done, 1);
+}
+
+static void
+opener(void *ctx)
+{
+	int n = (int)(intptr_t)ctx;
+	for (int i = 0; i < n; i++)
+		sem_post(&sh->gate);
+}
+
+static void
+child(int width)
+{
+	char v[16];
+	snprintf(v, sizeof(v), "%d", width);
+	setenv("SQ_WORKERS", v, 1);
+	setenv("SQ_MONITOR_NET", "0", 1);
+
+	/* The batch and the requests. */
+	batch_q = sq_get_global_queue(SQ_QOS_CLASS_BACKGROUND, 0);
+	sq_queue_t req_q = sq_get_global_queue(SQ_QOS_CLASS_USER_INITIATED, 0);
+	int jobs = 4 * width;
+	atomic_store(&sh->batch_live, jobs);
+	for (int i = 0; i < jobs; i++)
+		sq_async_f(batch_q, NULL, batch_job);
+	int requests = 200;
+	for (int i = 0; i < requests; i++) {
+		sq_async_f(req_q, NULL, request);
+		sqt_sleep_us(1000);
+	}
+	atomic_store(&sh->batch_stop, 1);
+	uint64_t t0 = sqt_now_ns();
+	while ((atomic_load(&sh->requests_done) < requests ||
+			atomic_load(&sh->batch_live) > 0) &&
+			sqt_now_ns() - t0 < 20 * NSEC_PER_SEC)
+		sqt_sleep_us(1000);
+	printf("width %d: batch peak %d threads, %d batch jobs, "
+			"%d requests\n", width, atomic_load(&sh->batch_peak),
+			atomic_load(&sh->batch_done),
+			atomic_load(&sh->requests_done));
+	CHECK_EQ(atomic_load(&sh->requests_done), requests);
+	CHECK_EQ(atomic_load(&sh->batch_live), 0);
+	CHECK(atomic_load(&sh->batch_done) >= jobs);
+	CHECK(atomic_load(&sh->batch_peak) <= width + 1);
+
+	/* Every worker of the width blocked out of the runtime's sight; the
+	 * job that lets them go is queued behind them. */
+	sem_init(&sh->gate, 1, 0);
+	sq_queue_t q = sq_get_global_queue(SQ_QOS_CLASS_DEFAULT, 0);
+	for (int i = 0; i < width; i++)
+		sq_async_f(q, NULL, blocked_job);
+	sqt_sleep_us(20000); /* they have started and block */
+	sq_async_f(q, (void *)(intptr_t)width, opener);
+	t0 = sqt_now_ns();
+	while (atomic_load(&sh->blocked_done) < width &&
+			sqt_now_ns() - t0 < 20 * NSEC_PER_SEC)
+		sqt_sleep_us(1000);
+	printf("width %d: %d blocked jobs let go in %.1f ms\n", width,
+			atomic_load(&sh->blocked_done), sqt_ms_since(t0));
+	CHECK_EQ(atomic_load(&sh->blocked_done), width);
+	sh->failures = sqt_failed;
+	fflush(stdout);
+	_exit(0);
+}
+
+static void
+run_width(int width)
+{
+	memset(sh, 0, sizeof(*sh));
+	sh->failures = -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		alarm(60);
+		child(width);
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	if (!WIFEXITED(status))
+		printf("width %d: child stopped (signal %d): a stall\n", width,
+				WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+	CHECK_EQ(sh->failures, 0);
+}
+
+int
+main(void)
+{
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE,
+			MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	const char *only = getenv("SQT_ONLY");
+	static const int widths[] = { 1, 2, 4, 8 };
+	for (size_t i = 0; i < sizeof(widths) / sizeof(widths[0]); i++)
+		if (only == NULL || atoi(only) == widths[i])
+			run_width(widths[i]);
+	return sqt_finish("test_take_width");
+}
