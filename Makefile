@@ -344,9 +344,11 @@ test-man: man-deps
 
 # The reference docs. The C API's by Doxygen (Doxyfile): HTML in
 # $(BUILD)/docs/c-html, man pages in $(BUILD)/docs/man/man3; it fails on a
-# public name without a comment. The Swift module's by DocC, from the
-# symbol graph `swift package dump-symbol-graph` writes (no plugin):
-# $(BUILD)/docs/swift, a static site (index.html).
+# public name without a comment. The Swift module's by DocC
+# (scripts/swift-docs.sh): `swift build`, then the toolchain's
+# swift-symbolgraph-extract writes the module's symbol graph and
+# `docc convert` turns it into a static site in $(BUILD)/docs/swift
+# (index.html); no plugin, no Package.swift change.
 docs: docs-c docs-swift
 
 docs-c: man-deps

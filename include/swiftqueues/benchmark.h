@@ -19,13 +19,23 @@
 SQ_BEGIN_DECLS
 SQ_ASSUME_NONNULL_BEGIN
 
-/*! Mean ns per `function(context)` call over `count` calls. */
+/*! Mean ns per `function(context)` call over `count` calls, on the calling
+ *  thread (dispatch_benchmark_f).
+ *  \param count how many calls.
+ *  \param context passed to `function`.
+ *  \param function the code to time.
+ *  \return the mean nanoseconds per call, less the loop's own cost; 0 when
+ *          `count` is 0. */
 SQ_EXPORT SQ_NOTHROW
 uint64_t
 sq_benchmark_f(size_t count, void *SQ_NULLABLE context, sq_function_t function);
 
 #ifdef __BLOCKS__
-/*! The block form of sq_benchmark_f. */
+/*! The block form of sq_benchmark_f (dispatch_benchmark); the block is
+ *  called, not copied.
+ *  \param count how many calls.
+ *  \param block the code to time.
+ *  \return the mean nanoseconds per call. */
 SQ_INLINE SQ_NONNULL_ALL uint64_t
 sq_benchmark(size_t count, sq_block_t block)
 {

@@ -71,8 +71,13 @@ SQ_EXPORT void _sq_data_destructor_munmap(void *SQ_NULLABLE buffer);
  * SQ_DATA_DESTRUCTOR_MUNMAP, or a function called as destructor(buffer) on
  * `queue` (NULL: the default global queue) once the last data object
  * sharing the buffer is gone. A size of 0 returns sq_data_empty (a custom
- * destructor still runs, at once, on the queue). The caller owns one
- * reference.
+ * destructor still runs, at once, on the queue).
+ * \param buffer the bytes; may be NULL when `size` is 0.
+ * \param size how many bytes.
+ * \param queue where a custom destructor runs (NULL: the default global
+ *        queue).
+ * \param destructor a marker or a function called with `buffer`.
+ * \return a new data object; the caller owns one reference.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_data_t
@@ -84,7 +89,15 @@ sq_data_create_f(const void *SQ_NULLABLE buffer, size_t size,
  * sq_data_create_f with a destructor context (a SwiftQueues addition): the
  * buffer is not copied, and destructor(context) runs on `queue` (NULL: the
  * default global queue) once the last data object sharing the buffer is
- * gone. SQ_DATA_DESTRUCTOR_FREE frees `context`.
+ * gone. SQ_DATA_DESTRUCTOR_FREE frees `context`; SQ_DATA_DESTRUCTOR_MUNMAP
+ * stops the process ("SwiftQueues: sq_data_create_with_context_f:
+ * SQ_DATA_DESTRUCTOR_MUNMAP needs the buffer ...").
+ * \param buffer the bytes; may be NULL when `size` is 0.
+ * \param size how many bytes.
+ * \param queue where the destructor runs (NULL: the default global queue).
+ * \param context passed to `destructor`.
+ * \param destructor called once with `context`.
+ * \return a new data object; the caller owns one reference.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_data_t
@@ -92,7 +105,9 @@ sq_data_create_with_context_f(const void *SQ_NULLABLE buffer, size_t size,
 		sq_queue_t SQ_NULLABLE queue, void *SQ_NULLABLE context,
 		sq_function_t destructor);
 
-/*! The number of bytes. */
+/*! The number of bytes (dispatch_data_get_size).
+ *  \param data the data object.
+ *  \return its size in bytes. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 size_t
 sq_data_get_size(sq_data_t data);
@@ -102,7 +117,11 @@ sq_data_get_size(sq_data_t data);
  * region holds them and stores its address and size in *buffer_ptr and
  * *size_ptr (either may be NULL). Copies only when `data` has more than one
  * region; otherwise it shares the region. The view is valid while the
- * returned object (owned by the caller) lives.
+ * returned object (owned by the caller) lives (dispatch_data_create_map).
+ * \param data the data object.
+ * \param buffer_ptr receives the address of the bytes; may be NULL.
+ * \param size_ptr receives their number; may be NULL.
+ * \return a data object with one region; the caller owns one reference.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_data_t
@@ -110,14 +129,24 @@ sq_data_create_map(sq_data_t data,
 		const void *SQ_NULLABLE *SQ_NULLABLE buffer_ptr,
 		size_t *SQ_NULLABLE size_ptr);
 
-/*! The bytes of `data1` followed by those of `data2`, sharing both. */
+/*! The bytes of `data1` followed by those of `data2`, sharing both
+ *  (dispatch_data_create_concat). A size that would overflow stops the
+ *  process ("SwiftQueues: sq_data_create_concat: size overflows").
+ *  \param data1 the first part.
+ *  \param data2 the second part.
+ *  \return a new data object; the caller owns one reference. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_data_t
 sq_data_create_concat(sq_data_t data1, sq_data_t data2);
 
 /*!
  * Bytes [offset, offset + length) of `data`, sharing its regions. The range
- * is clipped to the data's size (length SIZE_MAX: to the end).
+ * is clipped to the data's size (length SIZE_MAX: to the end)
+ * (dispatch_data_create_subrange).
+ * \param data the data object.
+ * \param offset the first byte.
+ * \param length how many bytes.
+ * \return a new data object; the caller owns one reference.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_data_t
@@ -134,7 +163,12 @@ typedef bool (*sq_data_applier_function_t)(void *SQ_NULLABLE context,
 
 /*!
  * Walks the regions of `data` in order. Returns false if the applier
- * stopped the walk, true otherwise (also for empty data, which has none).
+ * stopped the walk, true otherwise (also for empty data, which has none)
+ * (dispatch_data_apply_f). The applier runs on the calling thread.
+ * \param data the data object.
+ * \param context passed to `applier`.
+ * \param applier called for each region.
+ * \return false if the applier stopped the walk, true otherwise.
  */
 SQ_EXPORT SQ_NOTHROW
 bool
@@ -144,7 +178,11 @@ sq_data_apply_f(sq_data_t data, void *SQ_NULLABLE context,
 /*!
  * The region that holds byte `location`, as a data object the caller owns;
  * *offset_ptr receives the region's offset in `data`. A location past the
- * end gives sq_data_empty and *offset_ptr = size.
+ * end gives sq_data_empty and *offset_ptr = size (dispatch_data_copy_region).
+ * \param data the data object.
+ * \param location a byte offset in `data`.
+ * \param offset_ptr receives the region's offset.
+ * \return the region as a data object; the caller owns one reference.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_data_t
@@ -162,7 +200,11 @@ _sq_data_call_applier_block(void *SQ_NULLABLE block, sq_data_t region,
 	return ((sq_data_applier_t)block)(region, offset, buffer, size);
 }
 
-/*! sq_data_apply_f with a block (called synchronously, not copied). */
+/*! sq_data_apply_f with a block (called synchronously, not copied;
+ *  dispatch_data_apply).
+ *  \param data the data object.
+ *  \param applier called for each region.
+ *  \return false if the applier stopped the walk, true otherwise. */
 SQ_INLINE bool
 sq_data_apply(sq_data_t data, sq_data_applier_t SQ_NOESCAPE applier)
 {
@@ -182,8 +224,13 @@ _sq_data_call_destructor_block(void *SQ_NULLABLE block)
  * dispatch_data_create): `destructor` is SQ_DATA_DESTRUCTOR_DEFAULT (the
  * buffer is copied now), SQ_DATA_DESTRUCTOR_FREE, SQ_DATA_DESTRUCTOR_MUNMAP,
  * or a block (copied) that runs once on `queue` (NULL: the default global
- * queue) when the last data object sharing the buffer is gone. The caller
- * owns one reference.
+ * queue) when the last data object sharing the buffer is gone.
+ * \param buffer the bytes; may be NULL when `size` is 0.
+ * \param size how many bytes.
+ * \param queue where a destructor block runs (NULL: the default global
+ *        queue).
+ * \param destructor a marker or a block.
+ * \return a new data object; the caller owns one reference.
  */
 SQ_INLINE sq_data_t
 sq_data_create(const void *SQ_NULLABLE buffer, size_t size,
@@ -244,7 +291,13 @@ SQ_EXPORT const struct sq_data_format_type_s _sq_data_format_type_utf_any;
  * that do not convert, and for input that is not in its format:
  * characters outside the alphabet (spaces, tabs and newlines are
  * skipped), malformed UTF-8 or UTF-16, a byte-order mark of the other
- * order, UTF_ANY input shorter than two bytes.
+ * order, UTF_ANY input shorter than two bytes
+ * (dispatch_data_create_with_transform). A NULL format stops the process
+ * ("SwiftQueues: sq_data_create_with_transform: format is NULL").
+ * \param data the bytes to convert.
+ * \param input the format `data` is in.
+ * \param output the format wanted.
+ * \return the converted data (the caller owns one reference), or NULL.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_data_t SQ_NULLABLE

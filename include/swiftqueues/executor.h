@@ -38,13 +38,17 @@ typedef struct {
  * nothing was changed: no Swift concurrency runtime in the process, another
  * hook already set, called from inside a task, or after a job has run on
  * the default executor (too late: jobs would be left there);
- * sq_swift_executor_refusal() says which.
+ * sq_swift_executor_refusal() says which. Call it early, before any
+ * task runs.
+ * \param main_executor the main actor's executor.
+ * \return true if the hooks are SwiftQueues', false if nothing changed.
  */
 SQ_EXPORT SQ_NOTHROW
 bool
 sq_swift_executor_install(sq_swift_executor_ref_t main_executor);
 
-/*! Whether sq_swift_executor_install succeeded in this process. */
+/*! Whether sq_swift_executor_install succeeded in this process.
+ *  \return true once the hooks are installed. */
 SQ_EXPORT SQ_NOTHROW
 bool
 sq_swift_executor_installed(void);
@@ -56,6 +60,7 @@ sq_swift_executor_installed(void);
  * Swift's default executor, even from the main thread: the library
  * watches that executor from its load until its first job (the runtime's
  * enqueue hooks, passed on at once and removed after that job).
+ * \return the reason, or NULL.
  */
 SQ_EXPORT SQ_NOTHROW
 const char *SQ_NULLABLE
@@ -64,6 +69,7 @@ sq_swift_executor_refusal(void);
 /*!
  * Runs a Swift job on the generic executor (no actor isolation) on the
  * calling thread: the function behind every job on the root queues.
+ * \param job the Swift job.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -74,6 +80,8 @@ sq_swift_job_run_generic(void *job);
  * `func(job)`. Called from a job running on a worker, it goes to that
  * worker's next-job slot: it runs there when the current job returns, or
  * on another worker if the current job goes on for a while.
+ * \param job the Swift job.
+ * \param func runs the job (sq_swift_job_run_generic, or an executor's own).
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -85,6 +93,11 @@ sq_swift_enqueue_task_job(void *job, sq_function_t func);
  * `sq_async_f(queue, job, func)` to be done when that job returns — run in
  * place if `queue` is then idle — and returns true. Otherwise returns false
  * and the caller submits as usual.
+ * \param queue the executor's queue.
+ * \param job the Swift job.
+ * \param func runs the job on `queue`.
+ * \return true if the submission was deferred, false if the caller must
+ *         submit.
  */
 SQ_EXPORT SQ_NOTHROW
 bool

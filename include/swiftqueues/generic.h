@@ -34,7 +34,12 @@
 #define _SQ_GENERIC_BLOCK(call)
 #endif
 
-/*! Waits for a group, semaphore, work item or block (sq_block_create) until done or `timeout`; returns what the type's own wait returns (0: done, non-zero: timed out). */
+/*! Waits for a group, semaphore, work item or block (sq_block_create)
+ *  until done or `timeout` (libdispatch's dispatch_wait).
+ *  \param object an sq_group_t, sq_semaphore_t, sq_workitem_t or sq_block_t.
+ *  \param timeout as for sq_group_wait.
+ *  \return what the type's own wait returns: 0 when done (or a unit was
+ *          taken), non-zero on timeout. */
 #define sq_wait(object, timeout)                                              \
 	_Generic((object),                                                     \
 		_SQ_GENERIC_BLOCK(sq_block_wait)                               \
@@ -42,14 +47,18 @@
 		sq_group_t: sq_group_wait,                                     \
 		sq_semaphore_t: sq_semaphore_wait)((object), (timeout))
 
-/*! Cancels a source, work item or block (sq_source_cancel, sq_workitem_cancel, sq_block_cancel). */
+/*! Cancels a source, work item or block (sq_source_cancel,
+ *  sq_workitem_cancel, sq_block_cancel; dispatch_cancel).
+ *  \param object an sq_source_t, sq_workitem_t or sq_block_t. */
 #define sq_cancel(object)                                                     \
 	_Generic((object),                                                     \
 		_SQ_GENERIC_BLOCK(sq_block_cancel)                             \
 		sq_workitem_t: sq_workitem_cancel,                             \
 		sq_source_t: sq_source_cancel)((object))
 
-/*! Whether a source, work item or block was cancelled (non-zero if so). */
+/*! Whether a source, work item or block was cancelled (dispatch_testcancel).
+ *  \param object an sq_source_t, sq_workitem_t or sq_block_t.
+ *  \return non-zero once it was cancelled, 0 otherwise. */
 #define sq_testcancel(object)                                                 \
 	_Generic((object),                                                     \
 		_SQ_GENERIC_BLOCK(sq_block_testcancel)                         \
@@ -57,7 +66,11 @@
 		sq_source_t: sq_source_testcancel)((object))
 
 #ifdef __BLOCKS__
-/*! Submits the block `notification` to `queue` once a group, work item or block is done (blocks only). */
+/*! Submits the block `notification` to `queue` once a group, work item or
+ *  block is done (blocks only; dispatch_notify).
+ *  \param object an sq_group_t, sq_workitem_t or sq_block_t.
+ *  \param queue where the notification runs.
+ *  \param notification the block; copied, released after it has run. */
 #define sq_notify(object, queue, notification)                                \
 	_Generic((object),                                                     \
 		sq_block_t: sq_block_notify,                                   \

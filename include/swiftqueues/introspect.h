@@ -39,13 +39,18 @@ SQ_ASSUME_NONNULL_BEGIN
  * Logs `message` (a printf format) after a description of the object's
  * state: one line "<description>: <message>", or "NULL: <message>" for a
  * NULL object, as libdispatch's dispatch_debug does. The line goes where
- * SQ_LOG says (stderr by default).
+ * SQ_LOG says (stderr by default). Any thread.
+ * \param object any SwiftQueues object, or NULL.
+ * \param message a printf format, followed by its arguments.
  */
 SQ_EXPORT SQ_NOTHROW __attribute__((__format__(__printf__, 2, 3)))
 void
 sq_debug(sq_object_t SQ_NULLABLE object, const char *message, ...);
 
-/*! sq_debug with a va_list. */
+/*! sq_debug with a va_list (dispatch_debugv).
+ *  \param object any SwiftQueues object, or NULL.
+ *  \param message a printf format.
+ *  \param ap its arguments. */
 SQ_EXPORT SQ_NOTHROW __attribute__((__format__(__printf__, 2, 0)))
 void
 sq_debugv(sq_object_t SQ_NULLABLE object, const char *message, va_list ap);
@@ -56,6 +61,10 @@ sq_debugv(sq_object_t SQ_NULLABLE object, const char *message, va_list ap);
  * NUL (nothing when size is 0). Returns the length of the whole
  * description, so a return value >= size means it was cut short. A NULL
  * object is described as "NULL".
+ * \param object any SwiftQueues object, or NULL.
+ * \param buf where to write; may be NULL when `size` is 0.
+ * \param size the room in `buf`, NUL included.
+ * \return the length of the whole description.
  */
 SQ_EXPORT SQ_NOTHROW
 size_t
@@ -167,25 +176,30 @@ typedef struct sq_snapshot_s {
 	const sq_snapshot_thread_t *threads;
 } sq_snapshot_t;
 
-/*! Takes a snapshot; NULL with errno ENOMEM when memory runs out. Free it
- *  with sq_snapshot_free. */
+/*! Takes a snapshot without stopping the runtime. Any thread.
+ *  \return the snapshot (free it with sq_snapshot_free), or NULL with
+ *          errno ENOMEM when memory runs out. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_snapshot_t *SQ_NULLABLE
 sq_snapshot_create(void);
 
-/*! Frees a snapshot (NULL is ignored). */
+/*! Frees a snapshot and its strings.
+ *  \param snapshot from sq_snapshot_create; NULL is ignored. */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_snapshot_free(sq_snapshot_t *SQ_NULLABLE snapshot);
 
 /*! A snapshot as text, one line per item (what SQ_SNAPSHOT_SIGNAL and the
- *  watchdog write); malloc'd, the caller frees it. NULL with errno ENOMEM. */
+ *  watchdog write).
+ *  \return the text, malloc'd (the caller frees it), or NULL with errno
+ *          ENOMEM. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 char *SQ_NULLABLE
 sq_snapshot_text(void);
 
-/*! A snapshot as one JSON object; malloc'd, the caller frees it. NULL with
- *  errno ENOMEM. */
+/*! A snapshot as one JSON object.
+ *  \return the JSON, malloc'd (the caller frees it), or NULL with errno
+ *          ENOMEM. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 char *SQ_NULLABLE
 sq_snapshot_json(void);

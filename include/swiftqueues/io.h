@@ -123,7 +123,13 @@ typedef void (*sq_io_cleanup_function_t)(void *SQ_NULLABLE context,
  * handler runs (set options such as SO_KEEPALIVE before). `cleanup` (may
  * be NULL) runs on `queue` (NULL: the default global queue). Returns NULL
  * with errno EINVAL for an unknown type; a bad descriptor is reported
- * through the handlers (EBADF), not here. The caller owns one reference.
+ * through the handlers (EBADF), not here (dispatch_io_create_f).
+ * \param type SQ_IO_STREAM or SQ_IO_RANDOM.
+ * \param fd the descriptor; the caller's again once `cleanup` runs.
+ * \param queue where `cleanup` runs (NULL: the default global queue).
+ * \param context passed to `cleanup`.
+ * \param cleanup called once with the channel's error; may be NULL.
+ * \return a new channel (the caller owns one reference), or NULL.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_io_t SQ_NULLABLE
@@ -135,7 +141,17 @@ sq_io_create_f(sq_io_type_t type, sq_fd_t fd, sq_queue_t SQ_NULLABLE queue,
  * Creates a channel over the file at `path` (absolute), opened with
  * open(path, oflag, mode) lazily, on the channel's first operation, so
  * channels that are never used hold no descriptor. An open that fails is
- * reported to the operations and to the cleanup handler.
+ * reported to the operations and to the cleanup handler
+ * (dispatch_io_create_with_path_f). The channel closes the file it opened.
+ * \param type SQ_IO_STREAM or SQ_IO_RANDOM.
+ * \param path an absolute path; copied.
+ * \param oflag open(2) flags.
+ * \param mode open(2) mode, for O_CREAT.
+ * \param queue where `cleanup` runs (NULL: the default global queue).
+ * \param context passed to `cleanup`.
+ * \param cleanup called once with the channel's error; may be NULL.
+ * \return a new channel (the caller owns one reference), or NULL with
+ *         errno EINVAL for an unknown type or a relative path.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_io_t SQ_NULLABLE
@@ -165,7 +181,13 @@ sq_io_create_with_path_f(sq_io_type_t type, const char *path, int oflag,
  * over a random-access one reads and writes at the file position). Returns NULL
  * with errno EINVAL for an unknown type. `channel` must be a live channel
  * the program holds a reference to (NULL or a released one stops the
- * process with a message). The caller owns one reference.
+ * process: "SwiftQueues: sq_io_create_with_io: ... was already released").
+ * \param type SQ_IO_STREAM or SQ_IO_RANDOM.
+ * \param channel the channel whose descriptor to share.
+ * \param queue where `cleanup` runs (NULL: the default global queue).
+ * \param context passed to `cleanup`.
+ * \param cleanup called once with the new channel's error; may be NULL.
+ * \return a new channel (the caller owns one reference), or NULL.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_io_t SQ_NULLABLE
@@ -179,14 +201,31 @@ sq_io_create_with_io_f(sq_io_type_t type, sq_io_t channel,
  * as the bytes arrive. Calls of one operation never overlap, in order.
  * A random-access offset that is negative ends the operation with EINVAL;
  * one that, added to the channel's starting position, lies past OFF_MAX
- * ends it with EOVERFLOW (as does a write that would end past OFF_MAX).
+ * ends it with EOVERFLOW (as does a write that would end past OFF_MAX)
+ * (dispatch_io_read_f). Returns at once.
+ * \param channel the channel; retained until the operation is over.
+ * \param offset where to read (random access).
+ * \param length how many bytes, or SIZE_MAX.
+ * \param queue where `handler` runs.
+ * \param context passed to `handler`.
+ * \param handler see sq_io_handler_function_t; last called with done true.
  */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_io_read_f(sq_io_t channel, off_t offset, size_t length, sq_queue_t queue,
 		void *SQ_NULLABLE context, sq_io_handler_function_t handler);
 
-/*! Writes `data` at `offset` (random access; ignored for streams). */
+/*!
+ * Writes `data` at `offset` (random access; ignored for streams),
+ * calling handler(context, ...) on `queue` to report progress and, last,
+ * the outcome (dispatch_io_write_f). Returns at once.
+ * \param channel the channel; retained until the operation is over.
+ * \param offset where to write (random access).
+ * \param data the bytes; retained until written.
+ * \param queue where `handler` runs.
+ * \param context passed to `handler`.
+ * \param handler see sq_io_handler_function_t; last called with done true.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_io_write_f(sq_io_t channel, off_t offset, sq_data_t data, sq_queue_t queue,
@@ -195,7 +234,10 @@ sq_io_write_f(sq_io_t channel, off_t offset, sq_data_t data, sq_queue_t queue,
 /*!
  * Closes the channel: operations issued afterwards fail with ECANCELED;
  * those already issued finish, or with SQ_IO_STOP end at once with
- * ECANCELED (keeping what they read). Then the cleanup handler runs.
+ * ECANCELED (keeping what they read). Then the cleanup handler runs
+ * (dispatch_io_close). Closing twice does nothing more.
+ * \param channel the channel.
+ * \param flags 0 or SQ_IO_STOP.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -204,28 +246,37 @@ sq_io_close(sq_io_t channel, sq_io_close_flags_t flags);
 /*!
  * Runs barrier(context) on the channel's own queue once every operation
  * issued before it has finished, before any issued after it starts; it may
- * use sq_io_get_descriptor (to fsync, say).
+ * use sq_io_get_descriptor (to fsync, say) (dispatch_io_barrier_f).
+ * \param channel the channel.
+ * \param context passed to `barrier`.
+ * \param barrier the function.
  */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_io_barrier_f(sq_io_t channel, void *SQ_NULLABLE context,
 		sq_function_t barrier);
 
-/*! The descriptor, or -1 before a path channel has opened its file and
- * after the cleanup handler has been scheduled. */
+/*! The channel's descriptor (dispatch_io_get_descriptor).
+ * \param channel the channel.
+ * \return the descriptor, or -1 before a path channel has opened its file
+ *         and after the cleanup handler has been scheduled. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_fd_t
 sq_io_get_descriptor(sq_io_t channel);
 
 /*! At most this many bytes per read handler call, and written between
- * two write progress calls (default SIZE_MAX). */
+ * two write progress calls (default SIZE_MAX) (dispatch_io_set_high_water).
+ * \param channel the channel.
+ * \param high_water the byte count. */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_io_set_high_water(sq_io_t channel, size_t high_water);
 
 /*! At least this many bytes per read handler call, and written between
  * two write progress calls, unless the operation is done (default 1:
- * deliver whatever arrives, report every step). */
+ * deliver whatever arrives, report every step) (dispatch_io_set_low_water).
+ * \param channel the channel.
+ * \param low_water the byte count. */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_io_set_low_water(sq_io_t channel, size_t low_water);
@@ -234,7 +285,10 @@ sq_io_set_low_water(sq_io_t channel, size_t low_water);
  * Read handlers are called every `interval` ns with the bytes gathered in
  * between (if at least low water, or any with SQ_IO_STRICT_INTERVAL)
  * instead of as soon as low water is reached; write progress likewise.
- * 0 turns it off.
+ * 0 turns it off (dispatch_io_set_interval).
+ * \param channel the channel.
+ * \param interval nanoseconds, or 0.
+ * \param flags 0 or SQ_IO_STRICT_INTERVAL.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -259,7 +313,12 @@ typedef void (*sq_read_function_t)(void *SQ_NULLABLE context,
  * The descriptor is made non-blocking for the read and given back with its
  * flags restored before the handler runs; calls on one descriptor are
  * performed in the order they were made. A bad descriptor arrives as
- * EBADF, never a crash.
+ * EBADF, never a crash (dispatch_read_f).
+ * \param fd the descriptor.
+ * \param length how many bytes, or SIZE_MAX.
+ * \param queue where `handler` runs.
+ * \param context passed to `handler`.
+ * \param handler called once.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -276,7 +335,12 @@ typedef void (*sq_write_function_t)(void *SQ_NULLABLE context,
  * Writes `data` to `fd`, then calls handler(context, unwritten, error) once
  * on `queue`: `unwritten` is NULL when everything was written, else the
  * part that was not (with `error`, such as EPIPE). The data is retained
- * until then.
+ * until then (dispatch_write_f).
+ * \param fd the descriptor.
+ * \param data the bytes.
+ * \param queue where `handler` runs.
+ * \param context passed to `handler`.
+ * \param handler called once.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -304,7 +368,12 @@ _sq_io_call_cleanup_block(void *SQ_NULLABLE block, int error)
 	_Block_release(block);
 }
 
-/*! sq_io_create_f with a cleanup block (copied; NULL: none). */
+/*! sq_io_create_f with a cleanup block (copied; NULL: none; dispatch_io_create).
+ *  \param type SQ_IO_STREAM or SQ_IO_RANDOM.
+ *  \param fd the descriptor.
+ *  \param queue where `cleanup` runs.
+ *  \param cleanup the cleanup handler, or NULL.
+ *  \return a new channel, or NULL. */
 SQ_INLINE sq_io_t SQ_NULLABLE
 sq_io_create(sq_io_type_t type, sq_fd_t fd, sq_queue_t SQ_NULLABLE queue,
 		void (^SQ_NULLABLE cleanup)(int error))
@@ -319,7 +388,15 @@ sq_io_create(sq_io_type_t type, sq_fd_t fd, sq_queue_t SQ_NULLABLE queue,
 	return ch;
 }
 
-/*! sq_io_create_with_path_f with a cleanup block (copied; NULL: none). */
+/*! sq_io_create_with_path_f with a cleanup block (copied; NULL: none;
+ *  dispatch_io_create_with_path).
+ *  \param type SQ_IO_STREAM or SQ_IO_RANDOM.
+ *  \param path an absolute path.
+ *  \param oflag open(2) flags.
+ *  \param mode open(2) mode.
+ *  \param queue where `cleanup` runs.
+ *  \param cleanup the cleanup handler, or NULL.
+ *  \return a new channel, or NULL. */
 SQ_INLINE sq_io_t SQ_NULLABLE
 sq_io_create_with_path(sq_io_type_t type, const char *path, int oflag,
 		mode_t mode, sq_queue_t SQ_NULLABLE queue,
@@ -336,7 +413,13 @@ sq_io_create_with_path(sq_io_type_t type, const char *path, int oflag,
 	return ch;
 }
 
-/*! sq_io_create_with_io_f with a cleanup block (copied; NULL: none). */
+/*! sq_io_create_with_io_f with a cleanup block (copied; NULL: none;
+ *  dispatch_io_create_with_io).
+ *  \param type SQ_IO_STREAM or SQ_IO_RANDOM.
+ *  \param channel the channel whose descriptor to share.
+ *  \param queue where `cleanup` runs.
+ *  \param cleanup the cleanup handler, or NULL.
+ *  \return a new channel, or NULL. */
 SQ_INLINE sq_io_t SQ_NULLABLE
 sq_io_create_with_io(sq_io_type_t type, sq_io_t channel,
 		sq_queue_t SQ_NULLABLE queue,
@@ -353,7 +436,13 @@ sq_io_create_with_io(sq_io_type_t type, sq_io_t channel,
 	return ch;
 }
 
-/*! sq_io_read_f with a handler block (copied, released after its last call). */
+/*! sq_io_read_f with a handler block (copied, released after its last
+ *  call; dispatch_io_read).
+ *  \param channel the channel.
+ *  \param offset where to read (random access).
+ *  \param length how many bytes, or SIZE_MAX.
+ *  \param queue where `handler` runs.
+ *  \param handler the handler. */
 SQ_INLINE void
 sq_io_read(sq_io_t channel, off_t offset, size_t length, sq_queue_t queue,
 		sq_io_handler_t handler)
@@ -363,7 +452,13 @@ sq_io_read(sq_io_t channel, off_t offset, size_t length, sq_queue_t queue,
 			_sq_io_call_handler_block);
 }
 
-/*! sq_io_write_f with a handler block (copied, released after its last call). */
+/*! sq_io_write_f with a handler block (copied, released after its last
+ *  call; dispatch_io_write).
+ *  \param channel the channel.
+ *  \param offset where to write (random access).
+ *  \param data the bytes.
+ *  \param queue where `handler` runs.
+ *  \param handler the handler. */
 SQ_INLINE void
 sq_io_write(sq_io_t channel, off_t offset, sq_data_t data, sq_queue_t queue,
 		sq_io_handler_t handler)
@@ -373,7 +468,10 @@ sq_io_write(sq_io_t channel, off_t offset, sq_data_t data, sq_queue_t queue,
 			_sq_io_call_handler_block);
 }
 
-/*! sq_io_barrier_f with a block (copied, released after it has run). */
+/*! sq_io_barrier_f with a block (copied, released after it has run;
+ *  dispatch_io_barrier).
+ *  \param channel the channel.
+ *  \param barrier the block. */
 SQ_INLINE void
 sq_io_barrier(sq_io_t channel, sq_block_t barrier)
 {
@@ -396,7 +494,12 @@ _sq_io_call_write_block(void *SQ_NULLABLE block,
 	_Block_release(block);
 }
 
-/*! sq_read_f with a handler block (copied, released after it has run). */
+/*! sq_read_f with a handler block (copied, released after it has run;
+ *  dispatch_read).
+ *  \param fd the descriptor.
+ *  \param length how many bytes, or SIZE_MAX.
+ *  \param queue where `handler` runs.
+ *  \param handler called once with the data and an errno value or 0. */
 SQ_INLINE void
 sq_read(sq_fd_t fd, size_t length, sq_queue_t queue,
 		void (^handler)(sq_data_t data, int error))
@@ -405,7 +508,13 @@ sq_read(sq_fd_t fd, size_t length, sq_queue_t queue,
 			_sq_io_call_read_block);
 }
 
-/*! sq_write_f with a handler block (copied, released after it has run). */
+/*! sq_write_f with a handler block (copied, released after it has run;
+ *  dispatch_write).
+ *  \param fd the descriptor.
+ *  \param data the bytes.
+ *  \param queue where `handler` runs.
+ *  \param handler called once with the unwritten part (NULL: none) and an
+ *         errno value or 0. */
 SQ_INLINE void
 sq_write(sq_fd_t fd, sq_data_t data, sq_queue_t queue,
 		void (^handler)(sq_data_t SQ_NULLABLE unwritten, int error))

@@ -66,17 +66,27 @@ typedef struct sq_fifo_s {
 	char _sq_pad1[64 - sizeof(void *)];
 } sq_fifo_t;
 
-/*! Makes `lifo` empty (as SQ_LIFO_INIT does). Not safe while other threads use it. */
+/*! Makes `lifo` empty (as SQ_LIFO_INIT does). Not safe while other threads use it.
+ *  \param lifo the list. */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 void
 sq_lifo_init(sq_lifo_t *lifo);
 
-/*! Pushes `item`; returns true if the LIFO was empty before. */
+/*! Pushes `item` (lock-free; OSAtomicEnqueue). The push is a full barrier:
+ *  a consumer that pops the item sees what the producer wrote to it before.
+ *  \param lifo the list.
+ *  \param item the item, not in this list already.
+ *  \param offset offsetof(item type, its sq_lifo_node_t member).
+ *  \return true if the LIFO was empty before. */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 bool
 sq_lifo_push(sq_lifo_t *lifo, void *item, size_t offset);
 
-/*! Pops the most recently pushed item, or returns NULL when empty. */
+/*! Pops the most recently pushed item (OSAtomicDequeue). Consumers
+ *  exclude each other on the list's spin lock; producers never take it.
+ *  \param lifo the list.
+ *  \param offset as given to sq_lifo_push.
+ *  \return the item, or NULL when empty. */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 void *SQ_NULLABLE
 sq_lifo_pop(sq_lifo_t *lifo, size_t offset);
@@ -84,32 +94,49 @@ sq_lifo_pop(sq_lifo_t *lifo, size_t offset);
 /*!
  * Takes every item at once and returns them as a NULL-terminated chain of
  * links, newest first (follow _sq_next; the item is at link - offset).
+ * \param lifo the list.
+ * \return the newest link, or NULL when empty.
  */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 sq_lifo_node_t *SQ_NULLABLE
 sq_lifo_pop_all(sq_lifo_t *lifo);
 
-/*! Whether the LIFO is empty at the moment of the call. */
+/*! Whether the LIFO is empty at the moment of the call.
+ *  \param lifo the list.
+ *  \return true if empty (possibly stale by the time it returns). */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 bool
 sq_lifo_empty(sq_lifo_t *lifo);
 
-/*! Makes `fifo` empty. Not safe while other threads use it. */
+/*! Makes `fifo` empty. Not safe while other threads use it.
+ *  \param fifo the list. */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 void
 sq_fifo_init(sq_fifo_t *fifo);
 
-/*! Appends `item` (wait-free); returns true if the FIFO was empty before. */
+/*! Appends `item` (wait-free; OSAtomicFifoEnqueue). The enqueue is a
+ *  full barrier: the consumer that dequeues the item sees what the producer
+ *  wrote to it before.
+ *  \param fifo the list.
+ *  \param item the item, not in this list already.
+ *  \param offset offsetof(item type, its sq_fifo_node_t member).
+ *  \return true if the FIFO was empty before. */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 bool
 sq_fifo_enqueue(sq_fifo_t *fifo, void *item, size_t offset);
 
-/*! Removes the oldest item, or returns NULL when empty. */
+/*! Removes the oldest item (OSAtomicFifoDequeue). Consumers exclude each
+ *  other on the list's spin lock; producers never take it.
+ *  \param fifo the list.
+ *  \param offset as given to sq_fifo_enqueue.
+ *  \return the item, or NULL when empty. */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 void *SQ_NULLABLE
 sq_fifo_dequeue(sq_fifo_t *fifo, size_t offset);
 
-/*! Whether the FIFO is empty at the moment of the call. */
+/*! Whether the FIFO is empty at the moment of the call.
+ *  \param fifo the list.
+ *  \return true if empty (possibly stale by the time it returns). */
 SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 bool
 sq_fifo_empty(sq_fifo_t *fifo);

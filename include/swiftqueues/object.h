@@ -32,7 +32,12 @@ SQ_ASSUME_NONNULL_BEGIN
  */
 typedef void *sq_object_t;
 
-/*! Adds a reference. Global and main queues ignore retain and release. */
+/*!
+ * Adds a reference (dispatch_retain). Global and main queues ignore retain
+ * and release. Retaining an object already destroyed stops the process
+ * ("SwiftQueues: sq_retain: ... was already released").
+ * \param object any SwiftQueues object.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_retain(sq_object_t object);
@@ -42,26 +47,42 @@ sq_retain(sq_object_t object);
  * asynchronously: pending work still runs first (a queue with tasks stays
  * alive until they have run), then the finalizer, if one is set and the
  * context is not NULL, runs with the context on the object's target queue
- * (the default global queue for objects without one). Releasing an object
- * more times than it was retained stops the process.
+ * (the default global queue for objects without one) (dispatch_release).
+ * Releasing an object more times than it was retained stops the process
+ * ("SwiftQueues: sq_release: over-release of <kind> 'label'"), as does
+ * releasing the last reference of a queue still inactive or suspended
+ * ("... release of suspended queue 'label'").
+ * \param object any SwiftQueues object.
  */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_release(sq_object_t object);
 
-/*! The application-defined context (NULL until set). */
+/*!
+ * The application-defined context (dispatch_get_context).
+ * \param object any SwiftQueues object.
+ * \return the context, NULL until set.
+ */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 void *SQ_NULLABLE
 sq_get_context(sq_object_t object);
 
-/*! Sets the context. Ignored on global queues and the main queue. */
+/*!
+ * Sets the application-defined context (dispatch_set_context). Ignored on
+ * global queues and the main queue.
+ * \param object any SwiftQueues object.
+ * \param context the pointer to keep; not retained or freed.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_set_context(sq_object_t object, void *SQ_NULLABLE context);
 
 /*!
  * Sets the function called with the context after the last release
- * (only if the context is not NULL at that moment). NULL removes it.
+ * (only if the context is not NULL at that moment), on the object's target
+ * queue (dispatch_set_finalizer_f).
+ * \param object any SwiftQueues object.
+ * \param finalizer the function; NULL removes it.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -70,15 +91,21 @@ sq_set_finalizer_f(sq_object_t object, sq_function_t SQ_NULLABLE finalizer);
 /*!
  * Suspends a queue (or source): tasks already running finish; no new task
  * starts until every suspend is balanced by a resume. Counted. Ignored on
- * global queues and on the main queue.
+ * global queues and on the main queue (dispatch_suspend). More suspensions
+ * than the counter holds stop the process ("SwiftQueues: sq_suspend: too
+ * many suspends of queue 'label'").
+ * \param object a queue or source.
  */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_suspend(sq_object_t object);
 
 /*!
- * Balances one sq_suspend. Resuming an object that is not suspended stops
- * the process; resuming an inactive object with no suspension activates it.
+ * Balances one sq_suspend (dispatch_resume). Resuming an object that is not
+ * suspended stops the process ("SwiftQueues: sq_resume: over-resume of
+ * queue 'label'"); resuming an inactive object with no suspension
+ * activates it.
+ * \param object a queue or source.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -86,7 +113,9 @@ sq_resume(sq_object_t object);
 
 /*!
  * Activates an object created inactive (sq_queue_attr_make_initially_inactive):
- * its tasks may run from now on. Activating an active object does nothing.
+ * its tasks may run from now on. Activating an active object does nothing
+ * (dispatch_activate). A new source is inactive until activated too.
+ * \param object an inactive queue or a source.
  */
 SQ_EXPORT SQ_NOTHROW
 void

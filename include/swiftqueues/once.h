@@ -37,7 +37,13 @@ _sq_once_f_slow(sq_once_t *predicate, void *SQ_NULLABLE context,
 
 /*!
  * Calls `function(context)` once for the life of `predicate`, however many
- * threads race here. A NULL function stops the process with a message.
+ * threads race here (dispatch_once_f). A NULL function stops the process
+ * ("SwiftQueues: sq_once_f: ..."), as does a call on the same predicate
+ * from inside the function ("... recursive call on the predicate whose
+ * function is running").
+ * \param predicate zero-initialised storage that outlives every caller.
+ * \param context passed to `function`.
+ * \param function the initialiser.
  */
 SQ_INLINE SQ_NONNULL(1) void
 sq_once_f(sq_once_t *predicate, void *SQ_NULLABLE context,
@@ -52,7 +58,10 @@ sq_once_f(sq_once_t *predicate, void *SQ_NULLABLE context,
 }
 
 #ifdef __BLOCKS__
-/*! The block form of sq_once_f. */
+/*! The block form of sq_once_f (dispatch_once): the block is called, not
+ *  copied.
+ *  \param predicate as for sq_once_f.
+ *  \param block the initialiser. */
 SQ_INLINE SQ_NONNULL_ALL void
 sq_once(sq_once_t *predicate, sq_block_t block)
 {

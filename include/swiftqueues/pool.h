@@ -41,7 +41,8 @@ typedef struct sq_pool_stats_s {
 } sq_pool_stats_t;
 
 /*! Fills *stats with the pool's current figures (starting the pool if it
- *  has not started). */
+ *  has not started). Any thread; no libdispatch counterpart.
+ *  \param stats receives the figures. */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_pool_stats(sq_pool_stats_t *stats);

@@ -66,21 +66,28 @@ SQ_EXPORT struct sq_queue_attr_s _sq_queue_attr_concurrent_inactive;
 
 /* The attributes as functions, for languages that cannot take the address
  * of an incomplete type (Swift imports these; not the macros above). */
-/*! SQ_QUEUE_CONCURRENT as a function. */
+/*! SQ_QUEUE_CONCURRENT as a function.
+ *  \return SQ_QUEUE_CONCURRENT. */
 SQ_INLINE sq_queue_attr_t
 sq_queue_attr_concurrent(void)
 {
 	return SQ_QUEUE_CONCURRENT;
 }
 
-/*! SQ_QUEUE_CONCURRENT_INACTIVE as a function. */
+/*! SQ_QUEUE_CONCURRENT_INACTIVE as a function.
+ *  \return SQ_QUEUE_CONCURRENT_INACTIVE. */
 SQ_INLINE sq_queue_attr_t
 sq_queue_attr_concurrent_inactive(void)
 {
 	return SQ_QUEUE_CONCURRENT_INACTIVE;
 }
 
-/*! `attr` (serial when NULL) created inactive: nothing runs before sq_activate. */
+/*!
+ * The inactive form of an attribute: a queue created with it accepts
+ * tasks but runs none until sq_activate (dispatch_queue_attr_make_initially_inactive).
+ * \param attr the attribute to start from (NULL: serial).
+ * \return the inactive attribute; a constant, never released.
+ */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_attr_t
 sq_queue_attr_make_initially_inactive(sq_queue_attr_t SQ_NULLABLE attr);
@@ -100,9 +107,14 @@ typedef unsigned long sq_autorelease_frequency_t;
 /*! @} */
 
 /*!
- * `attr` (serial when NULL) with an autorelease frequency: a queue created
- * with it behaves as one created with `attr`. A frequency that is not one
- * of the three leaves `attr` as it is, as libdispatch does.
+ * `attr` with an autorelease frequency
+ * (dispatch_queue_attr_make_with_autorelease_frequency). Accepted for
+ * portability: a queue created with the result behaves as one created
+ * with `attr`. A frequency that is not one of the three leaves `attr` as
+ * it is, as libdispatch does.
+ * \param attr the attribute to start from (NULL: serial).
+ * \param frequency an SQ_AUTORELEASE_FREQUENCY_* value.
+ * \return an attribute for sq_queue_create.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_attr_t SQ_NULLABLE
@@ -133,12 +145,17 @@ typedef unsigned int sq_qos_class_t;
 #define SQ_QOS_MIN_RELATIVE_PRIORITY (-15)
 
 /*!
- * `attr` (serial when NULL) with a QoS class and a relative priority
- * (SQ_QOS_MIN_RELATIVE_PRIORITY to 0). A queue created with it and no
- * target of its own targets the global queue of that class. Returns NULL
- * for a class that is not one of the six, or a priority out of range (as
- * libdispatch does). NULL is SQ_QUEUE_SERIAL: a queue created with it is
- * a plain serial queue (and UNSPECIFIED on a NULL `attr` is that too).
+ * An attribute with a QoS class and a relative priority
+ * (dispatch_queue_attr_make_with_qos_class). A queue created with it and
+ * no target of its own targets the global queue of that class.
+ * \param attr the attribute to start from (NULL: serial).
+ * \param qos_class one of the six SQ_QOS_CLASS_* values.
+ * \param relative_priority SQ_QOS_MIN_RELATIVE_PRIORITY (-15) to 0;
+ *        orders work within the class.
+ * \return the attribute, or NULL (SQ_QUEUE_SERIAL: a plain serial queue)
+ *         for a class that is not one of the six or a priority out of
+ *         range, as libdispatch does. UNSPECIFIED on a NULL `attr` is a
+ *         plain serial queue too.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_attr_t SQ_NULLABLE
@@ -146,10 +163,11 @@ sq_queue_attr_make_with_qos_class(sq_queue_attr_t SQ_NULLABLE attr,
 		sq_qos_class_t qos_class, int relative_priority);
 
 /*!
- * The QoS class `queue` was created with and, through
- * `relative_priority_ptr` if not NULL, its relative priority; for a global
- * queue, its class. UNSPECIFIED (and 0) for a queue created without one
- * and for the main queue.
+ * The QoS class a queue was created with (dispatch_queue_get_qos_class).
+ * \param queue the queue.
+ * \param relative_priority_ptr if not NULL, receives the relative priority.
+ * \return the class; a global queue's own class; SQ_QOS_CLASS_UNSPECIFIED
+ *         (priority 0) for the main queue and a queue created without one.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_qos_class_t
@@ -157,9 +175,10 @@ sq_queue_get_qos_class(sq_queue_t queue,
 		int *SQ_NULLABLE relative_priority_ptr);
 
 /*!
- * The QoS class the calling thread runs at: the class of the work a
- * worker runs (raised while it runs work of a higher class on its behalf),
- * DEFAULT on a thread of the program's own outside any work.
+ * The QoS class the calling thread runs at (qos_class_self).
+ * \return the class of the work a worker runs (raised while it runs work
+ *         of a higher class on that work's behalf); SQ_QOS_CLASS_DEFAULT on
+ *         a thread of the program's own outside any work.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_qos_class_t
@@ -192,13 +211,22 @@ sq_qos_class_self(void);
  * the pool's width (up to SQ_MAX_THREADS), as libdispatch's overcommit
  * queues do; for work that may occupy its thread for long (spinning,
  * waiting on something the pool does not see). Retain, release, suspend,
- * resume and set_context are ignored on them.
+ * resume and set_context are ignored on them (dispatch_get_global_queue).
+ * \param identifier an SQ_QOS_CLASS_* value or an SQ_QUEUE_PRIORITY_* value.
+ * \param flags 0 or SQ_QUEUE_OVERCOMMIT.
+ * \return the global queue; never released.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_t
 sq_get_global_queue(intptr_t identifier, uintptr_t flags);
 
-/*! The serial queue whose tasks run on the main thread (see sq_main). */
+/*!
+ * The main queue (dispatch_get_main_queue): a serial queue whose tasks run
+ * on the main thread, one at a time and in order, only while that thread
+ * drains it (sq_main, sq_main_queue_drain, sq_main_queue_run_until).
+ * \return the main queue; retain, release, suspend and context changes are
+ *         ignored on it.
+ */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_t
 sq_get_main_queue(void);
@@ -206,7 +234,9 @@ sq_get_main_queue(void);
 /*!
  * The queue whose task is running on the calling thread (the innermost one,
  * through nested sq_sync calls), or the default global queue outside any
- * task. For debugging and logging only: do not base logic on it.
+ * task. For debugging and logging only: do not base logic on it
+ * (dispatch_get_current_queue, deprecated there).
+ * \return the current queue; not retained for the caller.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_t
@@ -215,15 +245,26 @@ sq_get_current_queue(void);
 /* ---- Creating and configuring queues ---- */
 
 /*!
- * Creates a queue. `label` (copied; may be NULL) names it in thread names,
- * debuggers and error messages. `attr` is SQ_QUEUE_SERIAL (NULL),
- * SQ_QUEUE_CONCURRENT or an inactive variant. The caller owns one reference.
+ * Creates a queue (dispatch_queue_create). A queue with pending tasks
+ * stays alive until they have run, whatever its reference count.
+ * \param label names the queue in thread names, debuggers and error
+ *        messages; copied; may be NULL.
+ * \param attr SQ_QUEUE_SERIAL (NULL), SQ_QUEUE_CONCURRENT, an inactive
+ *        form, or a value from the sq_queue_attr_make_* calls.
+ * \return a new queue; the caller owns one reference (sq_release).
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_t
 sq_queue_create(const char *SQ_NULLABLE label, sq_queue_attr_t SQ_NULLABLE attr);
 
-/*! sq_queue_create, then sq_set_target_queue (NULL: default global queue). */
+/*!
+ * sq_queue_create and sq_set_target_queue in one step
+ * (dispatch_queue_create_with_target).
+ * \param label as for sq_queue_create.
+ * \param attr as for sq_queue_create.
+ * \param target the target queue (NULL: the default global queue).
+ * \return a new queue; the caller owns one reference.
+ */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_queue_t
 sq_queue_create_with_target(const char *SQ_NULLABLE label,
@@ -232,8 +273,11 @@ sq_queue_create_with_target(const char *SQ_NULLABLE label,
 /*!
  * Makes `queue` (NULL: the default global queue) the target of `object`: the
  * object's work finally runs there, and a serial target serialises every
- * queue that targets it. Takes effect between tasks. A cycle of targets
- * stops the process; global and main queues ignore it.
+ * queue that targets it. Takes effect between tasks (dispatch_set_target_queue).
+ * A cycle of targets stops the process ("SwiftQueues: sq_set_target_queue:
+ * ..."); setting the target of a global queue or the main queue has no effect.
+ * \param object a queue or a source.
+ * \param queue the new target (NULL: the default global queue).
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -242,7 +286,13 @@ sq_set_target_queue(sq_object_t object, sq_queue_t SQ_NULLABLE queue);
 /*! Pass to sq_queue_get_label for the current queue's label. */
 #define SQ_CURRENT_QUEUE_LABEL ((sq_queue_t)NULL)
 
-/*! The queue's label ("" when created without one). */
+/*!
+ * A queue's label (dispatch_queue_get_label).
+ * \param queue the queue, or SQ_CURRENT_QUEUE_LABEL (NULL) for the
+ *        current queue.
+ * \return the label given at creation, "" for a queue created without one;
+ *         valid while the queue lives.
+ */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 const char *
 sq_queue_get_label(sq_queue_t SQ_NULLABLE queue);
@@ -251,21 +301,34 @@ sq_queue_get_label(sq_queue_t SQ_NULLABLE queue);
  * Associates `context` with `key` on `queue` (NULL context removes it).
  * `destructor`, if given, is called with the old context when it is
  * replaced or removed, or when the queue is destroyed. Global queues and the
- * main queue keep no specific data: the destructor runs at once.
+ * main queue keep no specific data: the destructor runs at once
+ * (dispatch_queue_set_specific).
+ * \param queue the queue.
+ * \param key compared as a pointer (the address of a static variable
+ *        makes a good key).
+ * \param context the value, or NULL to remove it.
+ * \param destructor called with the old context; may be NULL.
  */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_queue_set_specific(sq_queue_t queue, const void *key,
 		void *SQ_NULLABLE context, sq_function_t SQ_NULLABLE destructor);
 
-/*! The context for `key` on `queue` itself, or NULL. */
+/*!
+ * The context for `key` on `queue` itself (dispatch_queue_get_specific).
+ * \param queue the queue.
+ * \param key the key given to sq_queue_set_specific.
+ * \return the context, or NULL when there is none.
+ */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 void *SQ_NULLABLE
 sq_queue_get_specific(sq_queue_t queue, const void *key);
 
 /*!
  * The context for `key` on the current queue or, failing that, on the
- * first queue of its target chain that has one. NULL outside any task.
+ * first queue of its target chain that has one (dispatch_get_specific).
+ * \param key the key given to sq_queue_set_specific.
+ * \return the first context found, or NULL (always NULL outside any task).
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 void *SQ_NULLABLE
@@ -274,18 +337,27 @@ sq_get_specific(const void *key);
 /*! Stops the process unless the calling thread runs a task of `queue`
  * (directly or through a queue that targets it). The main thread always
  * counts as running on the main queue, inside its tasks or not, as with
- * libdispatch (so sq_assert_queue_not(main queue) fails there). */
+ * libdispatch (so sq_assert_queue_not(main queue) fails there)
+ * (dispatch_assert_queue). A failure prints "SwiftQueues: sq_assert_queue:
+ * not running on queue 'label'" and aborts.
+ * \param queue the queue the caller expects to run on. */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_assert_queue(sq_queue_t queue);
 
 /*! Stops the process unless the calling thread runs `queue` exclusively
- * (a serial queue, or a barrier task of a concurrent one). */
+ * (a serial queue, or a barrier task of a concurrent one)
+ * (dispatch_assert_queue_barrier). A failure prints "SwiftQueues:
+ * sq_assert_queue_barrier: not running alone on queue 'label'" and aborts.
+ * \param queue the queue the caller expects to run alone on. */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_assert_queue_barrier(sq_queue_t queue);
 
-/*! Stops the process if the calling thread runs a task of `queue`. */
+/*! Stops the process if the calling thread runs a task of `queue`
+ * (dispatch_assert_queue_not). A failure prints "SwiftQueues:
+ * sq_assert_queue_not: running on queue 'label'" and aborts.
+ * \param queue the queue the caller expects not to run on. */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_assert_queue_not(sq_queue_t queue);
@@ -299,17 +371,29 @@ sq_assert_queue_not(sq_queue_t queue);
 #define sq_assert_queue_barrier_debug(queue) sq_assert_queue_barrier(queue)
 #define sq_assert_queue_not_debug(queue) sq_assert_queue_not(queue)
 #else
-/*! sq_assert_queue when SQ_DEBUG is non-zero; otherwise only evaluates `queue`. */
+/*! sq_assert_queue when SQ_DEBUG is non-zero; otherwise only evaluates `queue`.
+ *  \param queue as for sq_assert_queue. */
 #define sq_assert_queue_debug(queue) ((void)(queue))
-/*! sq_assert_queue_barrier when SQ_DEBUG is non-zero; otherwise only evaluates `queue`. */
+/*! sq_assert_queue_barrier when SQ_DEBUG is non-zero; otherwise only evaluates `queue`.
+ *  \param queue as for sq_assert_queue_barrier. */
 #define sq_assert_queue_barrier_debug(queue) ((void)(queue))
-/*! sq_assert_queue_not when SQ_DEBUG is non-zero; otherwise only evaluates `queue`. */
+/*! sq_assert_queue_not when SQ_DEBUG is non-zero; otherwise only evaluates `queue`.
+ *  \param queue as for sq_assert_queue_not. */
 #define sq_assert_queue_not_debug(queue) ((void)(queue))
 #endif
 
 /* ---- Submitting work ---- */
 
-/*! Submits `function(context)` to `queue` and returns at once. */
+/*!
+ * Submits `function(context)` to `queue` and returns at once
+ * (dispatch_async_f). It runs later on a worker of the pool (on the main
+ * thread for the main queue); the submission happens-before the call.
+ * Running out of memory, or a pool that cannot start a single worker,
+ * stops the process ("SwiftQueues: sq_async_f: ...").
+ * \param queue the queue; retained until the function has run.
+ * \param context passed to `function`.
+ * \param function the work.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_async_f(sq_queue_t queue, void *SQ_NULLABLE context, sq_function_t function);
@@ -320,7 +404,14 @@ sq_async_f(sq_queue_t queue, void *SQ_NULLABLE context, sq_function_t function);
  * before it. Calling it on a serial queue the thread already runs (directly
  * or through a target chain) is a deadlock and stops the process; so is
  * calling it on the main queue (or a queue that targets it) from the main
- * thread, which runs the main queue, as in libdispatch.
+ * thread, which runs the main queue, as in libdispatch
+ * ("SwiftQueues: sq_sync_f: deadlock: queue 'label' is already running on
+ * this thread"). On a concurrent queue it runs beside the
+ * queue's other tasks. Everything the function did is visible to the
+ * caller when this returns (dispatch_sync_f).
+ * \param queue the queue.
+ * \param context passed to `function`.
+ * \param function the work.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -329,14 +420,25 @@ sq_sync_f(sq_queue_t queue, void *SQ_NULLABLE context, sq_function_t function);
 /*!
  * Submits a barrier: on a concurrent queue it starts after every task before
  * it has finished, and runs alone; tasks after it wait for it. On a serial
- * queue it is an ordinary task. Global queues treat it as an ordinary task.
+ * queue it is an ordinary task. Global queues treat it as an ordinary task
+ * (dispatch_barrier_async_f). Returns at once.
+ * \param queue the queue (a concurrent one made by sq_queue_create for
+ *        barrier behaviour).
+ * \param context passed to `function`.
+ * \param function the work.
  */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_barrier_async_f(sq_queue_t queue, void *SQ_NULLABLE context,
 		sq_function_t function);
 
-/*! The synchronous form of sq_barrier_async_f. */
+/*!
+ * The synchronous form of sq_barrier_async_f: returns once the barrier has
+ * run (dispatch_barrier_sync_f). The deadlock rules of sq_sync_f apply.
+ * \param queue the queue.
+ * \param context passed to `function`.
+ * \param function the work.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_barrier_sync_f(sq_queue_t queue, void *SQ_NULLABLE context,
@@ -352,6 +454,16 @@ sq_barrier_sync_f(sq_queue_t queue, void *SQ_NULLABLE context,
  * in parallel and the calling thread takes part; on a serial queue they run
  * one after another on that queue. A nested apply runs its iterations on the
  * calling thread, so nesting never deadlocks or oversubscribes the pool.
+ * Idle workers join the caller; with none free the caller runs every
+ * iteration itself, so the call never waits for a worker. The iterations
+ * count as work of `queue`: they start after a barrier submitted before
+ * the call, and a barrier submitted during it waits for them
+ * (dispatch_apply_f). Running out of memory stops the process
+ * ("SwiftQueues: sq_apply_f: out of memory").
+ * \param iterations how many calls.
+ * \param queue a concurrent or serial queue, or SQ_APPLY_AUTO.
+ * \param context passed to `function`.
+ * \param function called with the context and each index, in no set order.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -371,7 +483,12 @@ sq_apply_f(size_t iterations, sq_queue_t SQ_NULLABLE queue,
  * large ranges and costly or uneven ones small ranges that balance. The
  * queue argument, the calling thread's part, nesting (a nested call runs
  * its whole range on the calling thread: one call [0, iterations)) and
- * serial queues (one call, on that queue) are as for sq_apply_f.
+ * serial queues (one call, on that queue) are as for sq_apply_f. No
+ * libdispatch counterpart.
+ * \param iterations the size of the index space.
+ * \param queue a concurrent or serial queue, or SQ_APPLY_AUTO.
+ * \param context passed to `function`.
+ * \param function called with the context and a range [begin, end).
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -381,8 +498,10 @@ sq_apply_range_f(size_t iterations, sq_queue_t SQ_NULLABLE queue,
 /* ---- The main queue ---- */
 
 /*!
- * Drains the main queue on the main thread forever. Never returns: exit
- * from a task (exit(3)) to end the program.
+ * Drains the main queue on the main thread forever (dispatch_main). Never
+ * returns: exit from a task (exit(3)) to end the program. On any other
+ * thread it stops the process ("SwiftQueues: sq_main: called on a thread
+ * other than the main thread").
  */
 SQ_EXPORT __attribute__((noreturn))
 void
@@ -392,7 +511,10 @@ sq_main(void);
  * Runs the tasks on the main queue now, without waiting for more; returns
  * how many ran. For programs with their own event loop (GLib, libevent, a
  * game loop): poll sq_main_queue_fd() and call this when it is readable.
- * Must be called on the main thread.
+ * Must be called on the main thread: elsewhere it stops the process
+ * ("SwiftQueues: sq_main_queue_drain: called on a thread other than ...").
+ * No libdispatch counterpart.
+ * \return the number of tasks that ran.
  */
 SQ_EXPORT SQ_NOTHROW
 size_t
@@ -403,7 +525,8 @@ sq_main_queue_drain(void);
  * has tasks; sq_main_queue_drain makes it unreadable again. Do not read,
  * write or close it. Made on the first call (the main queue needs none
  * otherwise); returns -1 with errno (EMFILE, ENFILE) when no descriptor
- * can be had, and a later call tries again.
+ * can be had, and a later call tries again. Any thread.
+ * \return the descriptor, or -1 with errno set.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 int
@@ -419,7 +542,13 @@ sq_main_queue_fd(void);
  * after every task that finishes on a worker of the pool (any queue, and
  * Swift tasks once SwiftQueues is their executor) and after every
  * sq_main_queue_wakeup(). A thread of the program's own that makes it
- * true calls sq_main_queue_wakeup() afterwards.
+ * true calls sq_main_queue_wakeup() afterwards. Off the main thread it
+ * stops the process ("SwiftQueues: sq_main_queue_run_until: called on a
+ * thread other than ...").
+ * \param deadline when to give up (SQ_TIME_FOREVER: never).
+ * \param condition the predicate, called on the main thread; may be NULL.
+ * \param context passed to `condition`.
+ * \return true if the condition became true, false at the deadline.
  */
 SQ_EXPORT SQ_NOTHROW
 bool
@@ -473,7 +602,9 @@ _sq_call_apply_block(void *SQ_NULLABLE block, size_t iteration)
 
 /*! sq_async_f with a block (copied, released after it runs). A block made
  * by sq_block_create goes as its work item (sq_async_workitem), so its
- * SQ_BLOCK_BARRIER flag and class apply. */
+ * SQ_BLOCK_BARRIER flag and class apply (dispatch_async).
+ * \param queue the queue.
+ * \param block the work. */
 SQ_INLINE void
 sq_async(sq_queue_t queue, sq_block_t block)
 {
@@ -485,7 +616,10 @@ sq_async(sq_queue_t queue, sq_block_t block)
 			_sq_call_and_release_block);
 }
 
-/*! sq_barrier_async_f with a block: copied, released after it has run. */
+/*! sq_barrier_async_f with a block: copied, released after it has run
+ *  (dispatch_barrier_async).
+ *  \param queue the queue.
+ *  \param block the work. */
 SQ_INLINE void
 sq_barrier_async(sq_queue_t queue, sq_block_t block)
 {
@@ -493,21 +627,30 @@ sq_barrier_async(sq_queue_t queue, sq_block_t block)
 			_sq_call_and_release_block);
 }
 
-/*! sq_sync_f with a block: called on the caller's behalf, not copied. */
+/*! sq_sync_f with a block: called on the caller's behalf, not copied
+ *  (dispatch_sync).
+ *  \param queue the queue.
+ *  \param block the work. */
 SQ_INLINE void
 sq_sync(sq_queue_t queue, sq_block_t SQ_NOESCAPE block)
 {
 	sq_sync_f(queue, (void *)block, _sq_call_block);
 }
 
-/*! sq_barrier_sync_f with a block: not copied. */
+/*! sq_barrier_sync_f with a block: not copied (dispatch_barrier_sync).
+ *  \param queue the queue.
+ *  \param block the work. */
 SQ_INLINE void
 sq_barrier_sync(sq_queue_t queue, sq_block_t SQ_NOESCAPE block)
 {
 	sq_barrier_sync_f(queue, (void *)block, _sq_call_block);
 }
 
-/*! sq_apply_f with a block, called with each iteration's index (synchronously, not copied). */
+/*! sq_apply_f with a block, called with each iteration's index
+ *  (synchronously, not copied; dispatch_apply).
+ *  \param iterations how many calls.
+ *  \param queue a queue or SQ_APPLY_AUTO.
+ *  \param block called with each index. */
 SQ_INLINE void
 sq_apply(size_t iterations, sq_queue_t SQ_NULLABLE queue,
 		void (^SQ_NOESCAPE block)(size_t iteration))
@@ -521,7 +664,10 @@ _sq_call_apply_range_block(void *SQ_NULLABLE block, size_t begin, size_t end)
 	((void (^)(size_t, size_t))block)(begin, end);
 }
 
-/*! sq_apply_range_f with a block (called synchronously, not copied). */
+/*! sq_apply_range_f with a block (called synchronously, not copied).
+ *  \param iterations the size of the index space.
+ *  \param queue a queue or SQ_APPLY_AUTO.
+ *  \param block called with each range [begin, end). */
 SQ_INLINE void
 sq_apply_range(size_t iterations, sq_queue_t SQ_NULLABLE queue,
 		void (^SQ_NOESCAPE block)(size_t begin, size_t end))

@@ -98,63 +98,72 @@ SQ_EXPORT const struct sq_source_type_s _sq_source_type_vnode;
 
 /* The types as functions, for languages that cannot take the address of
  * an incomplete type (Swift imports these; not the macros above). */
-/*! SQ_SOURCE_TYPE_DATA_ADD as a function. */
+/*! SQ_SOURCE_TYPE_DATA_ADD as a function.
+ *  \return SQ_SOURCE_TYPE_DATA_ADD. */
 SQ_INLINE sq_source_type_t
 sq_source_type_data_add(void)
 {
 	return SQ_SOURCE_TYPE_DATA_ADD;
 }
 
-/*! SQ_SOURCE_TYPE_DATA_OR as a function. */
+/*! SQ_SOURCE_TYPE_DATA_OR as a function.
+ *  \return SQ_SOURCE_TYPE_DATA_OR. */
 SQ_INLINE sq_source_type_t
 sq_source_type_data_or(void)
 {
 	return SQ_SOURCE_TYPE_DATA_OR;
 }
 
-/*! SQ_SOURCE_TYPE_DATA_REPLACE as a function. */
+/*! SQ_SOURCE_TYPE_DATA_REPLACE as a function.
+ *  \return SQ_SOURCE_TYPE_DATA_REPLACE. */
 SQ_INLINE sq_source_type_t
 sq_source_type_data_replace(void)
 {
 	return SQ_SOURCE_TYPE_DATA_REPLACE;
 }
 
-/*! SQ_SOURCE_TYPE_READ as a function. */
+/*! SQ_SOURCE_TYPE_READ as a function.
+ *  \return SQ_SOURCE_TYPE_READ. */
 SQ_INLINE sq_source_type_t
 sq_source_type_read(void)
 {
 	return SQ_SOURCE_TYPE_READ;
 }
 
-/*! SQ_SOURCE_TYPE_WRITE as a function. */
+/*! SQ_SOURCE_TYPE_WRITE as a function.
+ *  \return SQ_SOURCE_TYPE_WRITE. */
 SQ_INLINE sq_source_type_t
 sq_source_type_write(void)
 {
 	return SQ_SOURCE_TYPE_WRITE;
 }
 
-/*! SQ_SOURCE_TYPE_SIGNAL as a function. */
+/*! SQ_SOURCE_TYPE_SIGNAL as a function.
+ *  \return SQ_SOURCE_TYPE_SIGNAL. */
 SQ_INLINE sq_source_type_t
 sq_source_type_signal(void)
 {
 	return SQ_SOURCE_TYPE_SIGNAL;
 }
 
-/*! SQ_SOURCE_TYPE_TIMER as a function. */
+/*! SQ_SOURCE_TYPE_TIMER as a function.
+ *  \return SQ_SOURCE_TYPE_TIMER. */
 SQ_INLINE sq_source_type_t
 sq_source_type_timer(void)
 {
 	return SQ_SOURCE_TYPE_TIMER;
 }
 
-/*! SQ_SOURCE_TYPE_PROC as a function. */
+/*! SQ_SOURCE_TYPE_PROC as a function.
+ *  \return SQ_SOURCE_TYPE_PROC. */
 SQ_INLINE sq_source_type_t
 sq_source_type_proc(void)
 {
 	return SQ_SOURCE_TYPE_PROC;
 }
 
-/*! SQ_SOURCE_TYPE_VNODE as a function. */
+/*! SQ_SOURCE_TYPE_VNODE as a function.
+ *  \return SQ_SOURCE_TYPE_VNODE. */
 SQ_INLINE sq_source_type_t
 sq_source_type_vnode(void)
 {
@@ -218,61 +227,98 @@ sq_source_type_vnode(void)
  * per-user limit, fs.inotify.max_user_watches); the same call succeeds
  * once they are free again. Timer and
  * data sources are made even then: they start working when the event
- * loop can start, as sq_after waits for it. The caller owns one
- * reference.
+ * loop can start, as sq_after waits for it (dispatch_source_create).
+ * \param type an SQ_SOURCE_TYPE_* value.
+ * \param handle a descriptor, signal number or pid, by type (0 for timer
+ *        and data sources).
+ * \param mask the type's flags (SQ_PROC_*, SQ_VNODE_*, SQ_TIMER_STRICT,
+ *        the DATA_OR bits), else 0.
+ * \param queue where the handlers run (NULL: the default global queue).
+ * \return a new, inactive source (the caller owns one reference), or NULL
+ *         with errno set.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_source_t SQ_NULLABLE
 sq_source_create(sq_source_type_t type, uintptr_t handle, uintptr_t mask,
 		sq_queue_t SQ_NULLABLE queue);
 
-/*! The event handler: called with the source's context at call time. */
+/*!
+ * Sets the event handler: called with the source's context at call time,
+ * once per delivery, never concurrently with itself
+ * (dispatch_source_set_event_handler_f). Out of memory stops the process
+ * ("SwiftQueues: sq_source_set_event_handler: out of memory").
+ * \param source the source.
+ * \param handler the function; NULL removes it.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_source_set_event_handler_f(sq_source_t source,
 		sq_function_t SQ_NULLABLE handler);
 
-/*! The cancel handler: called once, after the last event handler. */
+/*!
+ * Sets the cancel handler: called once, with the source's context, after
+ * the last event handler; the place to close the descriptor
+ * (dispatch_source_set_cancel_handler_f).
+ * \param source the source.
+ * \param handler the function; NULL removes it.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_source_set_cancel_handler_f(sq_source_t source,
 		sq_function_t SQ_NULLABLE handler);
 
 /*! The registration handler: called once, when the source starts watching
- * (after the first resume or activate), before any event handler. */
+ * (after the first resume or activate), before any event handler
+ * (dispatch_source_set_registration_handler_f).
+ * \param source the source.
+ * \param handler the function; NULL removes it. */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_source_set_registration_handler_f(sq_source_t source,
 		sq_function_t SQ_NULLABLE handler);
 
-/*! Stops the source, asynchronously and for good. Idempotent. */
+/*! Stops the source, asynchronously and for good: a running handler
+ * finishes, then the cancel handler runs once. Idempotent; any thread
+ * (dispatch_source_cancel).
+ * \param source the source. */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_source_cancel(sq_source_t source);
 
-/*! Non-zero once the source has been cancelled. */
+/*! Whether the source has been cancelled (dispatch_source_testcancel).
+ * \param source the source.
+ * \return non-zero once sq_source_cancel was called. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 intptr_t
 sq_source_testcancel(sq_source_t source);
 
-/*! The handle given at creation (0 for timer and data sources). */
+/*! The handle given at creation (dispatch_source_get_handle).
+ * \param source the source.
+ * \return the handle (0 for timer and data sources). */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 uintptr_t
 sq_source_get_handle(sq_source_t source);
 
-/*! The mask given at creation. */
+/*! The mask given at creation (dispatch_source_get_mask).
+ * \param source the source.
+ * \return the mask. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 uintptr_t
 sq_source_get_mask(sq_source_t source);
 
-/*! Inside a handler: the data of the delivery being handled (see each
- * type). Elsewhere: the data of the latest delivery. */
+/*! The data of a delivery (dispatch_source_get_data).
+ * \param source the source.
+ * \return inside a handler, the data of the delivery being handled (see
+ *         each SQ_SOURCE_TYPE_*); elsewhere, that of the latest delivery. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 uintptr_t
 sq_source_get_data(sq_source_t source);
 
 /*! Merges `value` into a DATA_ADD / DATA_OR / DATA_REPLACE source; from any
- * thread. Ignored on other types and after cancel. */
+ * thread. Ignored on other types and after cancel
+ * (dispatch_source_merge_data).
+ * \param source the source.
+ * \param value added, OR-ed or stored, by type. */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_source_merge_data(sq_source_t source, uintptr_t value);
@@ -281,7 +327,9 @@ sq_source_merge_data(sq_source_t source, uintptr_t value);
  * Arms a timer source: first fire at `start` (SQ_TIME_NOW: at once; an
  * sq_walltime value: on the wall clock), then every `interval` ns
  * (SQ_TIME_FOREVER: once). Re-arming a running timer replaces its schedule.
- * Calling it on a source that is not a timer stops the process.
+ * Calling it on a source that is not a timer stops the process
+ * ("SwiftQueues: sq_source_set_timer: <type> source is not a timer")
+ * (dispatch_source_set_timer).
  *
  * Leeway policy. The leeway used is the one given, capped at
  * SQ_TIMER_LEEWAY_MAX (so INT64_MAX or (uint64_t)-1 means 1 s) and, for a
@@ -299,6 +347,11 @@ sq_source_merge_data(sq_source_t source, uintptr_t value);
  * started by a worker that spins for the last 90 us: on time to a few
  * microseconds on an idle machine, for about 0.1 ms of CPU per deadline.
  * Give 90 us of leeway or more to a timer that does not need it.
+ *
+ * \param source a timer source.
+ * \param start the first deadline.
+ * \param interval nanoseconds between fires, or SQ_TIME_FOREVER for one.
+ * \param leeway how late a fire may come, in nanoseconds.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -312,7 +365,12 @@ sq_source_set_timer(sq_source_t source, sq_time_t start, uint64_t interval,
  * (no descriptor or thread to spare), the entry waits for it: the loop is
  * tried again every 10 ms and on every call that needs it, and the work
  * is submitted once it runs (at once if `when` has passed), late but
- * never lost.
+ * never lost (dispatch_after_f). Out of memory stops the process
+ * ("SwiftQueues: sq_after_f: out of memory").
+ * \param when the deadline; never submitted before it.
+ * \param queue the queue; retained until then.
+ * \param context passed to `function`.
+ * \param function the work.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -326,6 +384,11 @@ sq_after_f(sq_time_t when, sq_queue_t queue, void *SQ_NULLABLE context,
  * and with 90 us or more it skips the precise path's spinning worker:
  * for deadlines that need no precision (timeouts, watchdogs, retries).
  * Never submits before `when`; leeway 0 is sq_after_f.
+ * \param when the deadline.
+ * \param leeway how late it may be submitted, in nanoseconds.
+ * \param queue the queue.
+ * \param context passed to `function`.
+ * \param function the work.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -334,7 +397,11 @@ sq_after_leeway_f(sq_time_t when, uint64_t leeway, sq_queue_t queue,
 
 /*!
  * Submits a work item to `queue` at `when`: cancel the item
- * (sq_workitem_cancel) and it never runs — a cancellable sq_after.
+ * (sq_workitem_cancel) and it never runs — a cancellable sq_after
+ * (dispatch_after with a dispatch block).
+ * \param when the deadline.
+ * \param queue the queue.
+ * \param item the item; retained until submitted.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -368,21 +435,28 @@ _sq_source_set_block(sq_source_t source, int kind, sq_block_t SQ_NULLABLE b)
 			_Block_copy((const void *)b), _sq_release_block);
 }
 
-/*! sq_source_set_event_handler_f with a block (copied; NULL removes the handler). */
+/*! sq_source_set_event_handler_f with a block (copied; NULL removes the
+ *  handler; released when replaced or the source is destroyed).
+ *  \param source the source.
+ *  \param block the handler, or NULL. */
 SQ_INLINE void
 sq_source_set_event_handler(sq_source_t source, sq_block_t SQ_NULLABLE block)
 {
 	_sq_source_set_block(source, 0, block);
 }
 
-/*! sq_source_set_cancel_handler_f with a block (copied; NULL removes the handler). */
+/*! sq_source_set_cancel_handler_f with a block (copied; NULL removes the handler).
+ *  \param source the source.
+ *  \param block the handler, or NULL. */
 SQ_INLINE void
 sq_source_set_cancel_handler(sq_source_t source, sq_block_t SQ_NULLABLE block)
 {
 	_sq_source_set_block(source, 1, block);
 }
 
-/*! sq_source_set_registration_handler_f with a block (copied; NULL removes the handler). */
+/*! sq_source_set_registration_handler_f with a block (copied; NULL removes the handler).
+ *  \param source the source.
+ *  \param block the handler, or NULL. */
 SQ_INLINE void
 sq_source_set_registration_handler(sq_source_t source,
 		sq_block_t SQ_NULLABLE block)
@@ -390,7 +464,10 @@ sq_source_set_registration_handler(sq_source_t source,
 	_sq_source_set_block(source, 2, block);
 }
 
-/*! sq_after_f with a block: copied, released after it has run. */
+/*! sq_after_f with a block: copied, released after it has run (dispatch_after).
+ *  \param when the deadline.
+ *  \param queue the queue.
+ *  \param block the work. */
 SQ_INLINE void
 sq_after(sq_time_t when, sq_queue_t queue, sq_block_t block)
 {

@@ -42,7 +42,10 @@ SQ_EXPORT SQ_NONNULL_ALL SQ_NOTHROW
 void
 _sq_spinlock_wake(sq_spinlock_t *lock);
 
-/*! Acquires the lock, waiting as long as it takes. */
+/*! Acquires the lock, waiting as long as it takes (OSSpinLockLock).
+ *  Acquiring makes visible everything the previous holder wrote before
+ *  releasing.
+ *  \param lock the lock. */
 SQ_INLINE SQ_NONNULL_ALL void
 sq_spinlock_lock(sq_spinlock_t *lock)
 {
@@ -55,7 +58,9 @@ sq_spinlock_lock(sq_spinlock_t *lock)
 	_sq_spinlock_lock_slow(lock);
 }
 
-/*! Acquires the lock if it is free; returns whether it did. Never waits. */
+/*! Acquires the lock if it is free; never waits (OSSpinLockTry).
+ *  \param lock the lock.
+ *  \return true if it acquired the lock. */
 SQ_INLINE SQ_NONNULL_ALL bool
 sq_spinlock_trylock(sq_spinlock_t *lock)
 {
@@ -64,7 +69,9 @@ sq_spinlock_trylock(sq_spinlock_t *lock)
 			false, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
 }
 
-/*! Releases the lock; the calling thread must hold it. */
+/*! Releases the lock and wakes one sleeping waiter, if any; the calling
+ *  thread must hold it (OSSpinLockUnlock).
+ *  \param lock the lock. */
 SQ_INLINE SQ_NONNULL_ALL void
 sq_spinlock_unlock(sq_spinlock_t *lock)
 {

@@ -12,6 +12,12 @@
  * Two values are special: SQ_TIME_NOW (0) and SQ_TIME_FOREVER (all ones).
  * Arithmetic saturates: a delta that would overflow gives SQ_TIME_FOREVER,
  * one that would go below the clock's origin gives its earliest value.
+ *
+ * For example, waiting at most 250 ms for a group:
+ * \code
+ * if (sq_group_wait(group, sq_time(SQ_TIME_NOW, 250 * NSEC_PER_MSEC)) != 0)
+ *         report_timeout();
+ * \endcode
  * @{
  */
 #ifndef SWIFTQUEUES_TIME_H
@@ -59,7 +65,12 @@ typedef uint64_t sq_time_t;
 /*!
  * Returns `when` moved by `delta` nanoseconds (which may be negative).
  * `when` may be SQ_TIME_NOW (monotonic now), SQ_WALLTIME_NOW, a value from
- * sq_time or sq_walltime. SQ_TIME_FOREVER stays SQ_TIME_FOREVER.
+ * sq_time or sq_walltime. SQ_TIME_FOREVER stays SQ_TIME_FOREVER
+ * (dispatch_time). Thread-safe; makes no system call beyond reading the
+ * clock for the two "now" values.
+ * \param when the starting point.
+ * \param delta nanoseconds to add; may be negative.
+ * \return the moved time, on `when`'s clock; saturated.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_time_t
@@ -67,15 +78,20 @@ sq_time(sq_time_t when, int64_t delta);
 
 /*!
  * Returns a wall-clock time: `when` (or the current time when NULL) plus
- * `delta` nanoseconds.
+ * `delta` nanoseconds (dispatch_walltime).
+ * \param when a CLOCK_REALTIME time, or NULL for now.
+ * \param delta nanoseconds to add; may be negative.
+ * \return a wall-clock sq_time_t (bit 63 set); saturated.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_time_t
 sq_walltime(const struct timespec *SQ_NULLABLE when, int64_t delta);
 
 /*!
- * Nanoseconds from now until `when` on `when`'s own clock: 0 when it has
- * passed, UINT64_MAX for SQ_TIME_FOREVER.
+ * Nanoseconds from now until `when` on `when`'s own clock. No libdispatch
+ * counterpart.
+ * \param when a time from sq_time or sq_walltime, or a special value.
+ * \return 0 when it has passed, UINT64_MAX for SQ_TIME_FOREVER.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 uint64_t

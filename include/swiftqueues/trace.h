@@ -45,7 +45,9 @@ SQ_BEGIN_DECLS
  * when the recording stops. The file is created (or truncated) now, so an
  * unwritable path fails here. Returns 0, or -1 with errno set: EINVAL for a
  * NULL or empty path, EBUSY when a recording is already running (SQ_TRACE
- * starts one), or the error of opening the file.
+ * starts one), or the error of opening the file. Any thread.
+ * \param path where the trace goes; "%p" stands for the process id.
+ * \return 0, or -1 with errno set.
  */
 SQ_EXPORT SQ_NOTHROW
 int
@@ -55,12 +57,14 @@ sq_trace_start(const char *SQ_NULLABLE path);
  * Stops the recording and writes the trace. Returns 0, or -1 with errno
  * set: EINVAL when nothing is being recorded, or the error of writing the
  * file. A process that exits while recording writes its trace at exit.
+ * \return 0, or -1 with errno set.
  */
 SQ_EXPORT SQ_NOTHROW
 int
 sq_trace_stop(void);
 
-/*! Whether a trace is being recorded now. */
+/*! Whether a trace is being recorded now.
+ *  \return true while a recording runs (sq_trace_start or SQ_TRACE). */
 SQ_EXPORT SQ_NOTHROW
 bool
 sq_trace_recording(void);

@@ -9,6 +9,16 @@
  * Thread safety: a work item may be submitted, cancelled, waited for and
  * observed from any thread.
  *
+ * An item runs at most once. What it did happens-before sq_workitem_wait
+ * returns 0 and before its notify functions run. The block forms copy
+ * their block; the item releases the copy when it is destroyed.
+ *
+ * The sq_block_* calls are libdispatch's dispatch_block_*: each block they
+ * make carries a work item; the program calls it, copies it
+ * (_Block_copy), submits it and releases it (_Block_release) like any
+ * block. Its body runs at most once: a second call or submission does
+ * nothing.
+ *
  * \par Misuse
  * sq_workitem_create_with_qos_class_f with a class that does not exist or
  * a relative priority out of range stops the process. sq_block_wait,
@@ -64,8 +74,14 @@ typedef unsigned long sq_workitem_flags_t;
 /*! @} */
 
 /*!
- * Creates a work item that will call `function(context)` at most once.
- * The caller owns one reference; a submission holds its own until it ran.
+ * Creates a work item that will call `function(context)` at most once
+ * (dispatch_block_create for a function). Unknown flags stop the process
+ * ("SwiftQueues: sq_workitem_create_f: unknown flags 0x...").
+ * \param flags SQ_WORKITEM_* values, or'ed (0: none).
+ * \param context passed to `function`.
+ * \param function the work.
+ * \return a new item; the caller owns one reference, and a submission
+ *         holds its own until the item has run.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_workitem_t
@@ -77,8 +93,16 @@ sq_workitem_create_f(sq_workitem_flags_t flags, void *SQ_NULLABLE context,
  * priority (SQ_QOS_MIN_RELATIVE_PRIORITY to 0). A waiter of a higher class
  * than the queue the item waits in raises that queue (a serial queue) or
  * runs the item at its own class (a global queue) until it has run.
- * Misuse (no such class, priority out of range) stops the process with a
- * message.
+ * Misuse stops the process ("SwiftQueues:
+ * sq_workitem_create_with_qos_class_f: 0x... is not a QoS class", "...
+ * relative priority N is out of range ...")
+ * (dispatch_block_create_with_qos_class).
+ * \param flags SQ_WORKITEM_* values, or'ed.
+ * \param qos_class an SQ_QOS_CLASS_* value.
+ * \param relative_priority SQ_QOS_MIN_RELATIVE_PRIORITY to 0.
+ * \param context passed to `function`.
+ * \param function the work.
+ * \return a new item; the caller owns one reference.
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_workitem_t
@@ -86,12 +110,22 @@ sq_workitem_create_with_qos_class_f(sq_workitem_flags_t flags,
 		sq_qos_class_t qos_class, int relative_priority,
 		void *SQ_NULLABLE context, sq_function_t function);
 
-/*! Submits the item to `queue` (as a barrier with SQ_WORKITEM_BARRIER). */
+/*!
+ * Submits the item to `queue` (as a barrier with SQ_WORKITEM_BARRIER);
+ * returns at once. A cancelled item is dropped when its turn comes
+ * (dispatch_async of a dispatch block).
+ * \param queue the queue.
+ * \param item the item; retained until it has run.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_async_workitem(sq_queue_t queue, sq_workitem_t item);
 
-/*! Runs the item now on the calling thread (unless cancelled or already run). */
+/*!
+ * Runs the item now on the calling thread, unless cancelled or already run
+ * (dispatch_block_perform).
+ * \param item the item.
+ */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_workitem_perform(sq_workitem_t item);
@@ -99,20 +133,29 @@ sq_workitem_perform(sq_workitem_t item);
 /*!
  * Cancels the item: if it has not started it never runs, and it counts as
  * finished at once (waiters return, notifications are submitted). A running
- * item is not interrupted; sq_workitem_testcancel tells it to stop early.
+ * item is not interrupted; sq_workitem_testcancel tells it to stop early
+ * (dispatch_block_cancel).
+ * \param item the item.
  */
 SQ_EXPORT SQ_NOTHROW
 void
 sq_workitem_cancel(sq_workitem_t item);
 
-/*! Whether the item has been cancelled. */
+/*!
+ * Whether the item has been cancelled (dispatch_block_testcancel).
+ * \param item the item.
+ * \return true once sq_workitem_cancel was called on it.
+ */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 bool
 sq_workitem_testcancel(sq_workitem_t item);
 
 /*!
- * Waits until the item has run or been cancelled, or `timeout` passes.
- * Returns 0 when finished, non-zero on timeout.
+ * Waits until the item has run or been cancelled, or `timeout` passes
+ * (dispatch_block_wait).
+ * \param item the item.
+ * \param timeout as for sq_group_wait.
+ * \return 0 when finished, non-zero on timeout.
  */
 SQ_EXPORT SQ_NOTHROW
 intptr_t
@@ -120,7 +163,11 @@ sq_workitem_wait(sq_workitem_t item, sq_time_t timeout);
 
 /*!
  * Submits `function(context)` to `queue` once the item has run or been
- * cancelled (at once if it already has).
+ * cancelled (at once if it already has) (dispatch_block_notify).
+ * \param item the item.
+ * \param queue where the function runs.
+ * \param context passed to `function`.
+ * \param function the work.
  */
 SQ_EXPORT SQ_NOTHROW
 void
@@ -133,15 +180,19 @@ sq_workitem_notify_f(sq_workitem_t item, sq_queue_t queue,
  * (_Block_release); the item lives until the last copy is released. Each
  * call returns a new block the caller owns. Needs the Blocks runtime in
  * the process (clang -fblocks, -lBlocksRuntime); without it, stops the
- * process. A block from sq_async goes to the queue as the item itself
+ * process ("SwiftQueues: sq_workitem_block: the Blocks runtime is not
+ * loaded ..."). A block from sq_async goes to the queue as the item itself
  * (sq_async_workitem: its barrier flag and class apply).
+ * \param item the item; the block holds a reference.
+ * \return a new block (void * so that C without blocks can hold it).
  */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 void *
 sq_workitem_block(sq_workitem_t item);
 
-/*! The item of a block made by sq_workitem_block (or sq_block_create), or
- * NULL for any other block. Holds no reference of its own. */
+/*! The item of a block made by sq_workitem_block (or sq_block_create).
+ * \param block any block, or NULL.
+ * \return the item, or NULL for any other block; no reference is added. */
 SQ_EXPORT SQ_WARN_RESULT SQ_NOTHROW
 sq_workitem_t SQ_NULLABLE
 sq_workitem_from_block(const void *SQ_NULLABLE block);
@@ -156,6 +207,9 @@ _sq_workitem_for_block(const char *call, const void *SQ_NULLABLE block);
 /*!
  * A work item running a block. The block is copied now and released by the
  * item's finalizer (so the item's context slot holds the block).
+ * \param flags SQ_WORKITEM_* values, or'ed.
+ * \param block the work.
+ * \return a new item; the caller owns one reference.
  */
 SQ_INLINE sq_workitem_t
 sq_workitem_create(sq_workitem_flags_t flags, sq_block_t block)
@@ -167,7 +221,12 @@ sq_workitem_create(sq_workitem_flags_t flags, sq_block_t block)
 	return item;
 }
 
-/*! sq_workitem_create_with_qos_class_f with a block (copied, released with the item). */
+/*! sq_workitem_create_with_qos_class_f with a block (copied, released with the item).
+ *  \param flags SQ_WORKITEM_* values, or'ed.
+ *  \param qos_class an SQ_QOS_CLASS_* value.
+ *  \param relative_priority SQ_QOS_MIN_RELATIVE_PRIORITY to 0.
+ *  \param block the work.
+ *  \return a new item; the caller owns one reference. */
 SQ_INLINE sq_workitem_t
 sq_workitem_create_with_qos_class(sq_workitem_flags_t flags,
 		sq_qos_class_t qos_class, int relative_priority,
@@ -181,7 +240,10 @@ sq_workitem_create_with_qos_class(sq_workitem_flags_t flags,
 	return item;
 }
 
-/*! sq_workitem_notify_f with a block: copied, released after it has run. */
+/*! sq_workitem_notify_f with a block: copied, released after it has run.
+ *  \param item the item.
+ *  \param queue where the block runs.
+ *  \param block the work. */
 SQ_INLINE void
 sq_workitem_notify(sq_workitem_t item, sq_queue_t queue, sq_block_t block)
 {
@@ -198,7 +260,11 @@ typedef sq_workitem_flags_t sq_block_flags_t;
  * A new block (the caller owns it: _Block_release) that runs `block` at
  * most once however often it is called or submitted, and that
  * sq_block_wait, sq_block_notify, sq_block_cancel and sq_block_testcancel
- * accept. Its work item (sq_workitem_create) lives as long as the block.
+ * accept. Its work item (sq_workitem_create) lives as long as the block
+ * (dispatch_block_create).
+ * \param flags SQ_BLOCK_* values, or'ed.
+ * \param block the body; copied.
+ * \return the new block.
  */
 SQ_INLINE sq_block_t
 sq_block_create(sq_block_flags_t flags, sq_block_t block)
@@ -209,7 +275,13 @@ sq_block_create(sq_block_flags_t flags, sq_block_t block)
 	return (sq_block_t)made;
 }
 
-/*! sq_block_create with a QoS class and a relative priority. */
+/*! sq_block_create with a QoS class and a relative priority
+ *  (dispatch_block_create_with_qos_class).
+ *  \param flags SQ_BLOCK_* values, or'ed.
+ *  \param qos_class an SQ_QOS_CLASS_* value.
+ *  \param relative_priority SQ_QOS_MIN_RELATIVE_PRIORITY to 0.
+ *  \param block the body; copied.
+ *  \return the new block. */
 SQ_INLINE sq_block_t
 sq_block_create_with_qos_class(sq_block_flags_t flags,
 		sq_qos_class_t qos_class, int relative_priority,
@@ -223,7 +295,9 @@ sq_block_create_with_qos_class(sq_block_flags_t flags,
 }
 
 /*! Runs `block` on the calling thread as a block made with `flags`
- * would run. */
+ * would run (dispatch_block_perform); not copied.
+ * \param flags SQ_BLOCK_* values, or'ed.
+ * \param block the body. */
 SQ_INLINE void
 sq_block_perform(sq_block_flags_t flags, sq_block_t SQ_NOESCAPE block)
 {
@@ -233,8 +307,11 @@ sq_block_perform(sq_block_flags_t flags, sq_block_t SQ_NOESCAPE block)
 	sq_release(item);
 }
 
-/*! sq_workitem_wait on the block's item: 0 once it has run or been
- * cancelled, non-zero when `timeout` passed first. */
+/*! sq_workitem_wait on the block's item (dispatch_block_wait).
+ * \param block a block made by sq_block_create.
+ * \param timeout as for sq_group_wait.
+ * \return 0 once it has run or been cancelled, non-zero when `timeout`
+ *         passed first. */
 SQ_INLINE intptr_t
 sq_block_wait(sq_block_t block, sq_time_t timeout)
 {
@@ -243,7 +320,10 @@ sq_block_wait(sq_block_t block, sq_time_t timeout)
 }
 
 /*! Submits `notification` to `queue` once `block` has run or been
- * cancelled. */
+ * cancelled (dispatch_block_notify).
+ * \param block a block made by sq_block_create.
+ * \param queue where the notification runs.
+ * \param notification the block to submit; copied. */
 SQ_INLINE void
 sq_block_notify(sq_block_t block, sq_queue_t queue, sq_block_t notification)
 {
@@ -251,7 +331,9 @@ sq_block_notify(sq_block_t block, sq_queue_t queue, sq_block_t notification)
 			(const void *)block), queue, notification);
 }
 
-/*! Cancels the block: it never runs if it has not started. */
+/*! Cancels the block: it never runs if it has not started
+ *  (dispatch_block_cancel).
+ *  \param block a block made by sq_block_create. */
 SQ_INLINE void
 sq_block_cancel(sq_block_t block)
 {
@@ -259,7 +341,9 @@ sq_block_cancel(sq_block_t block)
 			(const void *)block));
 }
 
-/*! Non-zero once the block has been cancelled. */
+/*! Whether the block has been cancelled (dispatch_block_testcancel).
+ *  \param block a block made by sq_block_create.
+ *  \return non-zero once it has been cancelled. */
 SQ_INLINE intptr_t
 sq_block_testcancel(sq_block_t block)
 {
