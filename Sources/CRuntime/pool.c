@@ -972,8 +972,10 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root,
 	__atomic_store_n(&w->jobs, w->jobs + 1, __ATOMIC_RELAXED);
 	_sq_tsan_acquire(job);
 
-	_sq_worker_set_class_nice(w, root);
+	/* Counted before the priority system calls: other workers' looks
+	 * ("Taking within the width") see it running at once. */
 	_sq_worker_count_class(w, root);
+	_sq_worker_set_class_nice(w, root);
 	w->root = root;
 	/* Entries pushed to the ring from here on are this job's (and a
 	 * waiting job helps with them, _sq_pool_help). */
