@@ -301,16 +301,13 @@ _sq_monitor_main(void *unused)
 				_sq_pool_net_fire();
 			}
 		}
-		/* Idle workers with work waiting that none of them may take
-		 * (pool_class.c, "Taking within the width"): the running
-		 * ones are looked at as when every worker is busy; those
-		 * found blocked no longer count, and an idle worker is woken
-		 * to take their place. */
-		bool declined = __atomic_load_n(&_sq_pool.nidle,
-				__ATOMIC_SEQ_CST) && !_sq_pool_has_takeable(NULL);
-		if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST) ||
-				(__atomic_load_n(&_sq_pool.nidle,
-				__ATOMIC_SEQ_CST) && !declined)) {
+		/* Work waits while workers are idle and none searches: idle
+		 * ones declined it (pool_class.c, "Taking within the width").
+		 * The running ones are looked at as when every worker is
+		 * busy; those found blocked no longer count, and an idle
+		 * worker is woken to take their place. */
+		bool idle = __atomic_load_n(&_sq_pool.nidle, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&_sq_pool.searching, __ATOMIC_SEQ_CST)) {
 			pending_ticks = 0;
 			continue;
 		}
@@ -402,7 +399,7 @@ _sq_monitor_main(void *unused)
 		}
 		/* A worker found blocked makes room (its mark, seq-cst,
 		 * then this look): an idle worker takes its place at once. */
-		if (marked && declined && _sq_pool_has_takeable(NULL)) {
+		if (marked && idle && _sq_pool_has_takeable(NULL)) {
 			_sq_pool_notify();
 			continue;
 		}

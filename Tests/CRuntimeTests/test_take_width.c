@@ -126,20 +126,32 @@ child(int width)
 	CHECK(atomic_load(&sh->batch_peak) <= width + 1 + width / 4);
 
 	/* Every worker of the width blocked out of the runtime's sight; the
-	 * job that lets them go is queued behind them. */
+	 * job that lets them go is queued behind them. BACKGROUND keeps to
+	 * the width always, DEFAULT while higher work is in play. */
+	static const struct {
+		sq_qos_class_t qos;
+		const char *name;
+	} classes[] = {
+		{ SQ_QOS_CLASS_DEFAULT, "default" },
+		{ SQ_QOS_CLASS_BACKGROUND, "background" },
+	};
 	sem_init(&sh->gate, 1, 0);
-	sq_queue_t q = sq_get_global_queue(SQ_QOS_CLASS_DEFAULT, 0);
-	for (int i = 0; i < width; i++)
-		sq_async_f(q, NULL, blocked_job);
-	sqt_sleep_us(20000); /* they have started and block */
-	sq_async_f(q, (void *)(intptr_t)width, opener);
-	t0 = sqt_now_ns();
-	while (atomic_load(&sh->blocked_done) < width &&
-			sqt_now_ns() - t0 < 20 * NSEC_PER_SEC)
-		sqt_sleep_us(1000);
-	printf("width %d: %d blocked jobs let go in %.1f ms\n", width,
-			atomic_load(&sh->blocked_done), sqt_ms_since(t0));
-	CHECK_EQ(atomic_load(&sh->blocked_done), width);
+	for (int c = 0; c < 2; c++) {
+		atomic_store(&sh->blocked_done, 0);
+		sq_queue_t q = sq_get_global_queue(classes[c].qos, 0);
+		for (int i = 0; i < width; i++)
+			sq_async_f(q, NULL, blocked_job);
+		sqt_sleep_us(20000); /* they have started and block */
+		sq_async_f(q, (void *)(intptr_t)width, opener);
+		t0 = sqt_now_ns();
+		while (atomic_load(&sh->blocked_done) < width &&
+				sqt_now_ns() - t0 < 20 * NSEC_PER_SEC)
+			sqt_sleep_us(1000);
+		printf("width %d: %d blocked %s jobs let go in %.1f ms\n",
+				width, atomic_load(&sh->blocked_done),
+				classes[c].name, sqt_ms_since(t0));
+		CHECK_EQ(atomic_load(&sh->blocked_done), width);
+	}
 	sh->failures = sqt_failed;
 	fflush(stdout);
 	_exit(0);
@@ -150,6 +162,7 @@ run_width(int width)
 {
 	memset(sh, 0, sizeof(*sh));
 	sh->failures = -1;
+	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
 		alarm(60);
