@@ -182,24 +182,22 @@ _sq_steal_above(struct sq_worker_s *self, int stop, int *root)
 
 /* ---- Taking within the width --------------------------------------------
  *
- * Lower work keeps to the width: a worker starts a job of class r only
- * while fewer than `width` other workers run jobs of class r or higher
- * (not counting blocked ones, which run nothing). For DEFAULT and the
- * classes above it, only while higher work is in play (another worker
- * runs some, or the worker's own last job was of a higher class); UTILITY
- * and BACKGROUND always keep to it. Workers beyond the
- * width started for a higher class ("Room for a higher class") thus run
- * only that work: done with it, they park rather than take lower work,
- * and are idle, a wake-up away, when the next higher job comes. Without
- * the rule, a worker started for a request went on with a background
- * batch's jobs, and the batch ran on more threads than CPUs, each taking
- * its share of the CPUs from the requests. Within DEFAULT and above,
- * with nothing higher in play, an idle worker beyond the width takes
- * what waits: workers that block out of the runtime's sight are common
- * there (a test runner's tests sleep, a handshake on a POSIX semaphore),
- * and the monitor sees them only after a few milliseconds; a timer's
- * handler waited more than a second behind them in the Swift suite with
- * SwiftQueues as the global executor.
+ * Work below DEFAULT keeps to the width: a worker starts a UTILITY or
+ * BACKGROUND job only while fewer than `width` other workers run jobs of
+ * its class or a higher one (not counting blocked ones, which run
+ * nothing). Workers beyond the width started for a higher class ("Room
+ * for a higher class") thus do not go on with a background batch: done
+ * with their work, they park, and are idle, a wake-up away, when the next
+ * higher job comes. Without the rule, a worker started for a request
+ * went on with the batch's jobs, and the batch ran on up to all of its
+ * jobs' worth of threads, each taking its share of the CPUs from the
+ * requests. DEFAULT and above keep the pool's old way, where an idle
+ * worker beyond the width takes what waits: workers that block out of
+ * the runtime's sight are common there (a test runner's tests sleep, a
+ * handshake on a POSIX semaphore), the counts would take them for
+ * running, and the monitor sees them only after a few milliseconds (a
+ * timer's handler waited more than a second behind them in the Swift
+ * suite with SwiftQueues as the global executor, under a stricter rule).
  *
  * Exempt: a worker's own next-job slot (the chain its last job handed
  * on), what waits behind a blocked worker (pool_block.c), what a waiting
@@ -218,10 +216,8 @@ _sq_steal_above(struct sq_worker_s *self, int stop, int *root)
  */
 
 /* The first class whose jobs `self` (NULL: a submitter) may not start:
- * the highest r at which `width` other workers, not blocked, run class r
- * or higher, for UTILITY and BACKGROUND always, for the others while
- * work of a class above r is in play (another worker runs it, or self's
- * last job was of it); SQ_ROOT_COUNT when none.
+ * the first class below DEFAULT at which `width` other workers, not
+ * blocked, run that class or a higher one; SQ_ROOT_COUNT when none.
  * Seq-cst loads (see above). The blocked ones are subtracted from the
  * top: a hint that errs towards taking. */
 int
@@ -229,17 +225,12 @@ _sq_take_stop(const struct sq_worker_s *self)
 {
 	int32_t running = -__atomic_load_n(&_sq_pool.nblocked,
 			__ATOMIC_SEQ_CST);
-	int32_t higher = 0; /* others running a class above r */
 	int counted = self != NULL ? self->busy_root : SQ_ROOT_COUNT;
-	int last = self != NULL ? self->root : SQ_ROOT_COUNT;
 	for (int r = 0; r < SQ_ROOT_COUNT; r++) {
-		int32_t n = __atomic_load_n(&_sq_pool.busy[r],
+		running += __atomic_load_n(&_sq_pool.busy[r],
 				__ATOMIC_SEQ_CST) - (r == counted);
-		running += n;
-		if (running >= _sq_pool.width && (higher > 0 || last < r ||
-				r > SQ_ROOT_DEFAULT))
+		if (r > SQ_ROOT_DEFAULT && running >= _sq_pool.width)
 			return r;
-		higher += n;
 	}
 	return SQ_ROOT_COUNT;
 }
