@@ -1,7 +1,7 @@
 /*
- * Taking within the width: a worker starts a job of class r only while
- * fewer than `width` other workers, not blocked, run jobs of class r or
- * higher. The checker: a BACKGROUND batch saturates the pool while
+ * Taking within the width: a worker starts a UTILITY or BACKGROUND job
+ * only while fewer than `width` other workers, not blocked, run jobs of
+ * its class or a higher one. The checker: a BACKGROUND batch saturates the pool while
  * USER_INITIATED requests keep arriving, each of which may start a worker
  * beyond the width ("room for a higher class"); the batch must not run
  * on more threads than the width, and every request and batch job must
