@@ -276,19 +276,35 @@ COMPAT_SYSTEM_DISPATCH := -Wl,--no-as-needed -ldispatch -ldl
 # are not part of this repository): the ones the harness supports.
 DISPATCH_TESTS  ?=
 COMPAT_UPSTREAM_NAMES := dispatch_after dispatch_api dispatch_apply dispatch_c99 \
-                         dispatch_data dispatch_pingpong dispatch_queue_finalizer \
-                         dispatch_sema dispatch_timer_set_time
+                         dispatch_cascade dispatch_data dispatch_debug dispatch_drift \
+                         dispatch_group dispatch_io_muxed dispatch_io_net dispatch_io_pipe \
+                         dispatch_io_pipe_close dispatch_overcommit dispatch_pingpong \
+                         dispatch_plusplus dispatch_priority dispatch_queue_finalizer \
+                         dispatch_read dispatch_readsync dispatch_sema dispatch_starfish \
+                         dispatch_suspend_timer dispatch_timer dispatch_timer_bit31 \
+                         dispatch_timer_bit63 dispatch_timer_set_time dispatch_timer_short \
+                         dispatch_timer_timeout dispatch_workqueue
 COMPAT_UPSTREAM := $(if $(DISPATCH_TESTS),$(addprefix $(BUILD)/compat/,$(COMPAT_UPSTREAM_NAMES)))
 COMPAT_EXAMPLES := $(patsubst $(COMPAT_DIR)/examples/%.c,$(BUILD)/compat/%,\
                      $(wildcard $(COMPAT_DIR)/examples/*.c))
 COMPAT_HEADERS  := $(wildcard compat/dispatch/*.h) $(wildcard $(COMPAT_DIR)/harness/*)
 
+# As libdispatch's own test build compiles them: _GNU_SOURCE (its config
+# header), LENIENT_DEADLINES (its Swift CI setting), -lm for a few.
+COMPAT_UPSTREAM_FLAGS := -D_GNU_SOURCE -DLENIENT_DEADLINES=1 -Wno-deprecated-declarations \
+                         -I$(COMPAT_DIR)/harness -I$(BLOCKS_INC)
 $(BUILD)/compat/dispatch_%: $(DISPATCH_TESTS)/dispatch_%.c $(COMPAT_HEADERS) \
                             $(HEADERS) $(BUILD)/libswiftqueues.so
 	@mkdir -p $(dir $@)
 	$(BLOCKS_CC) -fblocks $(COMPAT_CFLAGS) $(if $(filter dispatch_c99,$(notdir $@)),-std=gnu99) \
-	  -I$(COMPAT_DIR)/harness -I$(BLOCKS_INC) \
-	  -o $@ $< $(COMPAT_DIR)/harness/harness.c $(COMPAT_LIBS)
+	  $(COMPAT_UPSTREAM_FLAGS) -o $@ $< $(COMPAT_DIR)/harness/harness.c $(COMPAT_LIBS)
+
+# dispatch_plusplus.cpp: the headers from C++ (clang++ -fblocks).
+$(BUILD)/compat/dispatch_%: $(DISPATCH_TESTS)/dispatch_%.cpp $(COMPAT_HEADERS) \
+                            $(HEADERS) $(BUILD)/libswiftqueues.so
+	@mkdir -p $(dir $@)
+	$(BLOCKS_CC)++ -fblocks -O2 -g -pthread -Wall -Icompat -Iinclude $(COMPAT_UPSTREAM_FLAGS) \
+	  -o $@ $< -x c $(COMPAT_DIR)/harness/harness.c $(COMPAT_LIBS)
 
 $(BUILD)/compat/%: $(COMPAT_DIR)/examples/%.c $(COMPAT_HEADERS) $(HEADERS) \
                    $(BUILD)/libswiftqueues.so

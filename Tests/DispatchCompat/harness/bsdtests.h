@@ -9,6 +9,7 @@
 #define SQ_COMPAT_BSDTESTS_H
 
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
@@ -56,6 +57,24 @@ void _test_uint64(const char *file, long line, const char *desc,
 		uint64_t actual, uint64_t expected);
 #define test_uint64(a, b, c) _test_uint64(__SOURCE_FILE__, __LINE__, a, b, c)
 #define test_int64(a, b, c) _test_uint64(__SOURCE_FILE__, __LINE__, a, b, c)
+void _test_sizet(const char *file, long line, const char *desc,
+		size_t actual, size_t expected);
+#define test_sizet(a, b, c) _test_sizet(__SOURCE_FILE__, __LINE__, a, b, c)
+void _test_sizet_less_than(const char *file, long line, const char *desc,
+		size_t actual, size_t max_expected);
+#define test_sizet_less_than(a, b, c) \
+	_test_sizet_less_than(__SOURCE_FILE__, __LINE__, a, b, c)
+void _test_sizet_less_than_or_equal(const char *file, long line,
+		const char *desc, size_t actual, size_t max_expected);
+#define test_sizet_less_than_or_equal(a, b, c) \
+	_test_sizet_less_than_or_equal(__SOURCE_FILE__, __LINE__, a, b, c)
+/* The check's description is a printf format and its arguments. */
+void _test_int32_format(const char *file, long line, int32_t actual,
+		int32_t expected, const char *format, ...)
+		__attribute__((__format__(__printf__, 5, 6)));
+#define test_int32_format(actual, expected, ...) \
+	_test_int32_format(__SOURCE_FILE__, __LINE__, actual, expected, \
+			__VA_ARGS__)
 void _test_long_less_than(const char *file, long line, const char *desc,
 		long actual, long max_expected);
 #define test_long_less_than(a, b, c) \
