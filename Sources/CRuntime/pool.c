@@ -657,6 +657,11 @@ static void
 _sq_root_push(int r, struct sq_job_s *job)
 {
 	job->link.next = NULL;
+	/* For ThreadSanitizer, which does not see liburcu's atomics: the
+	 * taker's acquire (_sq_root_pop) pairs with this, after our write to
+	 * the link (a job moved from a ring to a root queue was released by
+	 * its first pusher, before that write). */
+	_sq_tsan_release(job);
 	/* A full barrier (an atomic exchange). */
 	cds_wfcq_enqueue(&_sq_pool.roots[r].head, &_sq_pool.roots[r].tail,
 			&job->link);
