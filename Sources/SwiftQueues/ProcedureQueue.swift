@@ -5,8 +5,8 @@
 //
 // Inside: one spin lock guards five ready lists (one per priority, FIFO,
 // intrusive and doubly linked, so a priority change moves a procedure in
-// O(1)), an intrusive list of the unfinished procedures (the queue's only
-// strong references to them), and counters. A procedure enters a ready list
+// O(1)), an intrusive list of the unfinished procedures (the queue's lasting
+// references to them; a runner holds its batch too, see runLoop), and counters. A procedure enters a ready list
 // only when its last dependency finishes, so nothing ever walks procedures
 // that are not ready: every add, finish, readiness change and priority change
 // is O(1). "Runners" — plain function-pointer tasks on the underlying queue —
@@ -1157,23 +1157,39 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
     /// is suspended, or when a higher-priority procedure becomes ready. On
     /// wider queues it takes one procedure at a time, so that no procedure
     /// waits behind a long one while another thread could run it.
+    ///
+    /// **Lifetimes.** A procedure taken into a batch is off the ready lists
+    /// but not launched, and nothing marks it taken: a readiness hook
+    /// (cancel(), a dependency removed or finished, notifyReadinessChanged)
+    /// or the watchdog may put it back on a ready list, where another runner
+    /// — once a slot is free: a wider queue, a width raised, an asynchronous
+    /// procedure finished on another thread — launches and finishes it, and
+    /// the queue drops it. So the queue's list does not keep a batch alive:
+    /// the runner takes a reference to each procedure it pops (under the
+    /// lock, while the list still holds it) and drops it outside the lock
+    /// after the batch's hand-back, in `held`. The launch is a
+    /// compare-and-swap, so a procedure taken twice still runs once.
     func runLoop(servedTarget: sq_queue_t, generation: UInt32) {
         withUnsafeTemporaryAllocation(of: Unmanaged<Procedure>.self, capacity: Self.maxBatch) { batch in
-            withUnsafeTemporaryAllocation(of: ProcedureFinishedSlot.self, capacity: Self.maxBatch) { slots in
-                runLoop(servedTarget: servedTarget, generation: generation,
-                        batch: batch.baseAddress!,
-                        finished: slots.baseAddress!)
+            withUnsafeTemporaryAllocation(of: Unmanaged<Procedure>.self, capacity: Self.maxBatch) { held in
+                withUnsafeTemporaryAllocation(of: ProcedureFinishedSlot.self, capacity: Self.maxBatch) { slots in
+                    runLoop(servedTarget: servedTarget, generation: generation,
+                            batch: batch.baseAddress!, held: held.baseAddress!,
+                            finished: slots.baseAddress!)
+                }
             }
         }
     }
 
     private func runLoop(servedTarget: sq_queue_t, generation: UInt32,
                          batch: UnsafeMutablePointer<Unmanaged<Procedure>>,
+                         held: UnsafeMutablePointer<Unmanaged<Procedure>>,
                          finished: UnsafeMutablePointer<ProcedureFinishedSlot>) {
         let record = ProcedureBatchRecord(items: batch)
         var post = ProcedureQueuePostLock()
         var finishedCount = 0
-        var heldCount = 0  // batch items this runner holds a reference to
+        // The previous batch's references, dropped at the next unlock.
+        var heldCount = 0
         var limit = 1
         var budget = Self.runnerBudget
         let s = state
@@ -1207,7 +1223,8 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
             }
             let count = min(limit, s.pointee.readyCount, budget)
             for i in 0..<count {
-                batch[i] = Unmanaged.passUnretained(popReady())
+                // The runner's reference (see Lifetimes above).
+                batch[i] = Unmanaged.passRetained(popReady())
             }
             var ceiling = -1
             for i in 0..<count {
@@ -1223,12 +1240,10 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
             // One slot for the batch: its procedures run one after another.
             s.pointee.executing += 1
             s.pointee.busy += 1
-            if count > 1 && s.pointee.width > 1 {
+            let watched = count > 1 && s.pointee.width > 1
+            if watched {
                 // Others may run its procedures if it stalls: the watchdog
                 // hands the rest of a stalled batch back to the ready lists.
-                // A reference to each keeps a handed-back one alive here.
-                for i in 0..<count { _ = batch[i].retain() }
-                heldCount = count
                 record.count = count
                 record.next.store(1, ordering: .relaxed)
                 s.pointee.batches.append(Unmanaged.passUnretained(record))
@@ -1239,13 +1254,13 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
             }
             refreshInbox(&post)
             lock.unlock()
+            releaseHeld(held, count: heldCount)
+            heldCount = 0
             releaseFinished(finished, count: finishedCount)
             finishedCount = 0
             runPost(&post)
 
-            // The queue's list holds every procedure of the batch until it
-            // finishes; a strong reference covers start() (an asynchronous
-            // procedure may finish on another thread meanwhile).
+            // The runner's references keep the batch alive (see Lifetimes).
             let began = timed ? procedureClockNanoseconds() : 0
             var index = 0
             var slotTaken = false  // by an asynchronous procedure still running
@@ -1290,27 +1305,17 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
                 limit = Self.nextBatchLimit(each: each)
             }
 
-            if heldCount > 0 {
-                // Leave the watchdog's view and hand back the rest while the
-                // references are held; drop them outside the lock (a handed
-                // back procedure that another runner finished may go now).
-                lock.lock()
-                if let at = s.pointee.batches.firstIndex(where: {
-                    $0.toOpaque() == Unmanaged.passUnretained(record).toOpaque()
-                }) {
-                    s.pointee.batches.remove(at: at)
-                }
-                handBack(batch, from: index, count: count)
-                lock.unlock()
-                for i in 0..<heldCount {
-                    batch[i].release()
-                }
-                heldCount = 0
-                lock.lock()
-            } else {
-                lock.lock()
-                handBack(batch, from: index, count: count)
+            lock.lock()
+            if watched, let at = s.pointee.batches.firstIndex(where: {
+                $0.toOpaque() == Unmanaged.passUnretained(record).toOpaque()
+            }) {
+                s.pointee.batches.remove(at: at)  // leave the watchdog's view
             }
+            handBack(batch, from: index, count: count)
+            // Dropped outside the lock (a procedure that another runner
+            // finished may go with it), before `batch` is reused.
+            held.update(from: batch, count: count)
+            heldCount = count
             if timed {
                 s.pointee.nanosPerProcedure = each
             }
@@ -1330,6 +1335,7 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
         }
         refreshInbox(&post)
         lock.unlock()
+        releaseHeld(held, count: heldCount)
         releaseFinished(finished, count: finishedCount)
         runPost(&post)
         thread.pointee.currentQueue = saved.currentQueue
@@ -1381,6 +1387,14 @@ public final class ProcedureQueue: @unchecked Sendable, CustomStringConvertible 
             state.pointee.watchdogArmed = true
             state.pointee.watchdogEpoch = state.pointee.batchEpoch
             post.armWatchdog = true
+        }
+    }
+
+    /// After the lock: drops a runner's references to its last batch.
+    @inline(__always)
+    private func releaseHeld(_ held: UnsafeMutablePointer<Unmanaged<Procedure>>, count: Int) {
+        for i in 0..<count {
+            held[i].release()
         }
     }
 

@@ -249,7 +249,7 @@ import Musl
     func widthOne() {
         let queue = ProcedureQueue(name: "width-1", maxConcurrentCount: 1)
         let inFlight = ProcInFlight()
-        for _ in 0..<20 {
+        for _ in 0..<50 {
             queue.addBlock {
                 inFlight.enter()
                 procSleep(1)
@@ -943,5 +943,45 @@ import Musl
         #expect(finished)
         #expect(onMain.value == true)
         #expect(isCurrent.value == true)
+    }
+    /// A procedure a width-1 runner took in a batch but had not started yet
+    /// can be cancelled (back on a ready list), run by another runner once
+    /// the width grows, and lose every other reference: the runner that
+    /// took it still holds it until it has moved past it (without that,
+    /// the runner reads a freed procedure: a crash, or a sanitizer report).
+    /// Whether a run takes the two together depends on the measured time
+    /// of the first procedure, hence the repetitions.
+    @Test func aTakenProcedureOutlivesItsRunElsewhere() {
+        final class Probe: BlockProcedure, @unchecked Sendable {
+            let freed: ProcBox<Bool>
+            init(freed: ProcBox<Bool>) {
+                self.freed = freed
+                super.init {}
+            }
+            deinit { freed.value = true }
+        }
+        for _ in 0..<50 {
+            let queue = ProcedureQueue(name: "taken", maxConcurrentCount: 1)
+            let freed = ProcBox(false)
+            let taken = ProcBox<Procedure?>(Probe(freed: freed))
+            let first = BlockProcedure {
+                // The runner holds `taken` in its batch, not started.
+                taken.value?.cancel()  // back on the ready list
+                queue.maxConcurrentCount = 2  // another runner takes it
+                let probe = BlockProcedure {}
+                queue.addProcedure(probe)
+                probe.waitUntilFinished()  // ran after `taken` was accounted
+                taken.value = nil
+                queue.addBlock {}  // drops finished procedures' references
+            }
+            // Suspended, so that one runner takes `warm` alone (its time
+            // lets the next batch grow), then `first` and `taken` together.
+            let warm = BlockProcedure {}
+            queue.isSuspended = true
+            queue.addProcedures([warm, first, taken.value!], waitUntilFinished: false)
+            queue.isSuspended = false
+            queue.waitUntilAllFinished()
+            #expect(procWaitUntil { freed.value })
+        }
     }
 }
