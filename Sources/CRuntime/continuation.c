@@ -30,8 +30,19 @@
  * reads pointers in sequence and fetches the continuations a few ahead,
  * and the worker that fills a batch stores a pointer without touching the
  * continuation.
+ *
+ * Continuations are carved from blocks of SQ_CONT_BLOCK: alone, a 48-byte
+ * malloc is a 64-byte chunk in glibc (malloc_usable_size 56), a third more
+ * memory per pending task than the continuation's bytes, and a fan-out's
+ * peak memory is its pending continuations. So a continuation never goes
+ * back to malloc: it circulates through the caches and batches (full
+ * batches were never freed either), a thread that exits hands its cached
+ * ones on as batches, and the blocks stay on a list of their own, so that
+ * leak checkers see them reachable.
  */
 #define SQ_CONT_CACHE_LIMIT 512
+/* Continuations per block: a 3 KiB malloc. */
+#define SQ_CONT_BLOCK 64
 #define SQ_CONT_BATCH 128
 /* Continuations fetched ahead of the one a batch hands out. */
 #define SQ_CONT_PREFETCH 8
@@ -41,6 +52,15 @@ struct sq_cont_batch_s {
 	unsigned count;
 	struct sq_cont_s *conts[SQ_CONT_BATCH];
 };
+
+struct sq_cont_block_s {
+	struct sq_cont_block_s *next; /* on _sq_cont_blocks */
+	struct sq_cont_s conts[SQ_CONT_BLOCK];
+};
+
+static struct sq_cont_block_s *_sq_cont_blocks; /* every block made */
+static SQ_TLS struct sq_cont_block_s *_sq_cont_carving; /* carving from */
+static SQ_TLS unsigned _sq_cont_carved; /* of _sq_cont_carving's */
 
 static sq_lifo_t _sq_cont_batches = SQ_LIFO_INIT; /* full batches */
 static sq_lifo_t _sq_cont_empties = SQ_LIFO_INIT; /* their empty arrays */
@@ -55,6 +75,28 @@ static inline struct sq_cont_s *
 _sq_cont_next(struct sq_cont_s *c)
 {
 	return (struct sq_cont_s *)c->job.link.next;
+}
+
+/* A continuation never used: the next one of this thread's block. */
+static struct sq_cont_s *
+_sq_cont_carve(void)
+{
+	struct sq_cont_block_s *b = _sq_cont_carving;
+	if (b == NULL || _sq_cont_carved == SQ_CONT_BLOCK) {
+		b = malloc(sizeof(*b));
+		if (b == NULL)
+			_sq_client_crash("sq_async_f", "out of memory");
+		/* Release: a thread that walks the list sees the link. */
+		b->next = __atomic_load_n(&_sq_cont_blocks, __ATOMIC_RELAXED);
+		while (!__atomic_compare_exchange_n(&_sq_cont_blocks, &b->next,
+				b, true, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+		}
+		_sq_cont_carving = b;
+		_sq_cont_carved = 0;
+	}
+	struct sq_cont_s *c = &b->conts[_sq_cont_carved++];
+	c->job.trace_flow = 0;
+	return c;
 }
 
 static SQ_NOINLINE struct sq_cont_s *
@@ -72,13 +114,8 @@ _sq_cont_alloc_batch(void)
 		else
 			b = sq_lifo_pop(&_sq_cont_batches, 0);
 		_sq_cont_taking = b;
-		if (b == NULL) {
-			struct sq_cont_s *c = malloc(sizeof(*c));
-			if (c == NULL)
-				_sq_client_crash("sq_async_f", "out of memory");
-			c->job.trace_flow = 0;
-			return c;
-		}
+		if (b == NULL)
+			return _sq_cont_carve();
 		for (unsigned i = 1; i <= SQ_CONT_PREFETCH && i <= b->count; i++)
 			__builtin_prefetch(b->conts[b->count - i], 1, 3);
 	}
@@ -109,9 +146,12 @@ _sq_cont_free_batch(struct sq_cont_s *c)
 		if (b == NULL) {
 			b = malloc(sizeof(*b));
 			if (b == NULL) {
-				/* No array for a batch: the memory goes back
-				 * to malloc instead. */
-				free(c);
+				/* No array for a batch: this thread keeps the
+				 * continuation, over its cache's limit. */
+				c->job.link.next =
+						(struct cds_wfcq_node *)_sq_cont_cache;
+				_sq_cont_cache = c;
+				_sq_cont_cache_count++;
 				return;
 			}
 		}
@@ -138,33 +178,76 @@ _sq_cont_free(struct sq_cont_s *c)
 	_sq_cont_free_batch(c);
 }
 
-/* Thread exit: give the cached continuations back to malloc (a key
- * destructor, registered by the first use of the cache on each thread). */
+/* ---- Notifications --------------------------------------------------------
+ *
+ * A group's or a work item's pending notification is smaller than a
+ * continuation and lives about as long as a task: fork-join code registers
+ * one per node, so it comes from the same cache instead of malloc. */
+_Static_assert(sizeof(struct sq_notify_s) <= sizeof(struct sq_cont_s),
+		"a notification must fit in a continuation's memory");
+_Static_assert(_Alignof(struct sq_notify_s) <= _Alignof(struct sq_cont_s),
+		"a notification must be aligned as a continuation");
+
+struct sq_notify_s *
+_sq_notify_alloc(void)
+{
+	return (struct sq_notify_s *)(void *)_sq_cont_alloc();
+}
+
+void
+_sq_notify_free(struct sq_notify_s *n)
+{
+	_sq_cont_free((struct sq_cont_s *)(void *)n);
+}
+
+/* Thread exit: the thread's continuations go to the shared batches, where
+ * other threads take them (they live in blocks: never freed one by one). */
 static pthread_key_t _sq_cont_cache_key;
 static sq_once_t _sq_cont_cache_key_once;
 
 static void
 _sq_cont_cache_destroy(void *unused)
 {
-	for (struct sq_cont_s *c = _sq_cont_cache; c != NULL;) {
-		struct sq_cont_s *next = _sq_cont_next(c);
-		free(c);
-		c = next;
+	/* The rest of the block being carved joins the cache. */
+	while (_sq_cont_carving != NULL && _sq_cont_carved < SQ_CONT_BLOCK) {
+		struct sq_cont_s *c = _sq_cont_carve();
+		c->job.link.next = (struct cds_wfcq_node *)_sq_cont_cache;
+		_sq_cont_cache = c;
 	}
-	struct sq_cont_batch_s *batches[2] = { _sq_cont_taking,
-			_sq_cont_outgoing };
-	for (int i = 0; i < 2; i++) {
-		struct sq_cont_batch_s *b = batches[i];
-		if (b == NULL)
-			continue;
-		for (unsigned j = 0; j < b->count; j++)
-			free(b->conts[j]);
-		free(b);
-	}
+	_sq_cont_carving = NULL;
+	/* The batch being taken from goes on as it is. */
+	struct sq_cont_batch_s *b = _sq_cont_taking;
+	_sq_cont_taking = NULL;
+	if (b != NULL && b->count > 0)
+		sq_lifo_push(&_sq_cont_batches, b, 0);
+	else if (b != NULL)
+		sq_lifo_push(&_sq_cont_empties, b, 0);
+	/* The cache, as batches (with the one being filled). If no array for
+	 * a batch can be had, the rest stay unused in their blocks. */
+	b = _sq_cont_outgoing;
+	_sq_cont_outgoing = NULL;
+	struct sq_cont_s *c = _sq_cont_cache;
 	_sq_cont_cache = NULL;
 	_sq_cont_cache_count = 0;
-	_sq_cont_taking = NULL;
-	_sq_cont_outgoing = NULL;
+	while (c != NULL) {
+		if (b == NULL) {
+			b = sq_lifo_pop(&_sq_cont_empties, 0);
+			if (b == NULL && (b = malloc(sizeof(*b))) == NULL)
+				return;
+			b->count = 0;
+		}
+		struct sq_cont_s *next = _sq_cont_next(c);
+		b->conts[b->count++] = c;
+		if (b->count == SQ_CONT_BATCH) {
+			sq_lifo_push(&_sq_cont_batches, b, 0);
+			b = NULL;
+		}
+		c = next;
+	}
+	if (b != NULL && b->count > 0)
+		sq_lifo_push(&_sq_cont_batches, b, 0);
+	else if (b != NULL)
+		sq_lifo_push(&_sq_cont_empties, b, 0);
 }
 
 static void

@@ -414,9 +414,7 @@ sq_group_notify_f(sq_group_t group, sq_queue_t queue, void *context,
 	_SQ_REQUIRE_FUNCTION("sq_group_notify_f", function);
 	struct sq_group_s *g = group;
 
-	struct sq_notify_s *n = malloc(sizeof(*n));
-	if (n == NULL)
-		_sq_client_crash("sq_group_notify_f", "out of memory");
+	struct sq_notify_s *n = _sq_notify_alloc();
 	n->next = NULL;
 	n->queue = queue;
 	n->context = context;
@@ -429,7 +427,7 @@ sq_group_notify_f(sq_group_t group, sq_queue_t queue, void *context,
 	for (;;) {
 		if ((old & GROUP_COUNT_MASK) == 0) {
 			sq_spinlock_unlock(&g->notify_lock);
-			free(n);
+			_sq_notify_free(n);
 			sq_async_f(queue, context, function);
 			return;
 		}

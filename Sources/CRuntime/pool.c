@@ -958,6 +958,11 @@ _sq_worker_leave_bound(struct sq_worker_s *w)
 	return true;
 }
 
+/* The constant name (a root queue's) this thread was last given by
+ * _sq_worker_set_fixed_name, or NULL: while set, the thread's name is
+ * that text. */
+static SQ_TLS const char *_sq_worker_fixed_name;
+
 /* Names the thread after the queue it runs (first 15 characters); the
  * system call is made only when the name changes. Compared by content: a
  * new queue's label may reuse a freed label's address. */
@@ -966,8 +971,21 @@ _sq_worker_set_name(struct sq_worker_s *w, const char *label)
 {
 	if (strncmp(w->name, label, sizeof(w->name) - 1) == 0)
 		return;
+	_sq_worker_fixed_name = NULL;
 	snprintf(w->name, sizeof(w->name), "%s", label);
 	pthread_setname_np(pthread_self(), w->name);
+}
+
+/* The same for a name that never changes (a string constant): the pointer
+ * identifies the text, so a worker serving one root queue job after job
+ * compares one pointer per job, not the name. */
+static inline void
+_sq_worker_set_fixed_name(struct sq_worker_s *w, const char *name)
+{
+	if (name == _sq_worker_fixed_name)
+		return;
+	_sq_worker_set_name(w, name);
+	_sq_worker_fixed_name = name;
 }
 
 static void
@@ -1000,7 +1018,8 @@ _sq_worker_run(struct sq_worker_s *w, struct sq_job_s *job, int root,
 	else
 		q = ((struct sq_cont_s *)job)->queue;
 	if (_sq_queue_is_root(q))
-		_sq_worker_set_name(w, _sq_root_thread_names[q->root_index]);
+		_sq_worker_set_fixed_name(w,
+				_sq_root_thread_names[q->root_index]);
 	else
 		_sq_worker_set_name(w, _sq_object_label(q));
 

@@ -311,7 +311,11 @@ sq_queue_t
 sq_queue_create_with_target(const char *label, sq_queue_attr_t attr,
 		sq_queue_t target)
 {
-	struct sq_queue_s *q = _sq_object_alloc(&_sq_queue_vtable, sizeof(*q));
+	/* The label's copy goes at the end of the queue's own allocation:
+	 * one malloc, and no chunk of its own to round up. */
+	size_t label_size = label != NULL ? strlen(label) + 1 : 0;
+	struct sq_queue_s *q = _sq_object_alloc(&_sq_queue_vtable,
+			sizeof(*q) + label_size);
 	q->job.kind = SQ_JOB_QUEUE;
 	q->type = (attr && attr->concurrent) ? SQ_QUEUE_TYPE_CONCURRENT
 			: SQ_QUEUE_TYPE_SERIAL;
@@ -321,8 +325,8 @@ sq_queue_create_with_target(const char *label, sq_queue_attr_t attr,
 	q->qos_root = attr ? attr->qos_root : SQ_ROOT_NONE;
 	q->qos_relpri = attr ? attr->relpri : 0;
 	q->override_root = SQ_ROOT_NONE;
-	if (label != NULL && (q->obj.label = strdup(label)) == NULL)
-		_sq_client_crash("sq_queue_create", "out of memory");
+	if (label != NULL)
+		q->obj.label = memcpy(q + 1, label, label_size);
 	__cds_wfcq_init(&q->head, &q->tail);
 
 	if (target == NULL)
@@ -362,6 +366,7 @@ _sq_queue_dispose(struct sq_object_s *object)
 		sp = next;
 	}
 	struct sq_queue_s *target = q->obj.target;
+	q->obj.label = NULL; /* in the queue's allocation, if any */
 	_sq_object_free(&q->obj);
 	_sq_release_internal(target);
 }
@@ -1139,9 +1144,10 @@ _sq_notify_fire(struct sq_notify_s *n)
 	SQ_TRACE_SUBMIT_KIND(SQ_SUBMIT_NOTIFY);
 	while (n != NULL) {
 		struct sq_notify_s *next = n->next;
-		sq_async_f(n->queue, n->context, n->function);
-		_sq_release_internal(n->queue);
-		free(n);
+		struct sq_queue_s *q = n->queue;
+		sq_async_f(q, n->context, n->function);
+		_sq_notify_free(n);
+		_sq_release_internal(q);
 		n = next;
 	}
 	SQ_TRACE_SUBMIT_KIND(0);

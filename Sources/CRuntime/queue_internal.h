@@ -110,53 +110,51 @@ struct sq_queue_s {
 	 * raised. Lowered by CAS, reset by the drainer that gives the queue
 	 * up empty. */
 	uint8_t override_root;
+	/* Serial queues: sync callers queued and waiting, who may take the
+	 * queue over (queue_sync.c, "Taking a queue over"). */
+	int32_t sync_waiters;
 	uint64_t state;       /* see SQ_STATE_* */
-	uint32_t serial_num;  /* for messages and debugging */
 
 	/* Concurrent queues: tasks started and not finished, barriers
 	 * submitted and not finished, and the barrier the drainer holds
 	 * back until `running` drops to zero. */
 	int32_t running;
 	int32_t barriers;
-	/* Serial queues: sync callers queued and waiting, who may take the
-	 * queue over (queue_sync.c, "Taking a queue over"). */
-	int32_t sync_waiters;
-	uint32_t trace_label; /* the label's number in traces, 0 until asked */
-	sq_spinlock_t specific_lock; /* guards specifics */
 	struct sq_cont_s *pending_barrier;
-
-	struct sq_specific_s *specifics;
-
-	/* What the runtime's looks (snapshots, the watchdog) last saw: the
-	 * drain's pop count while jobs were queued, and since when (coarse
-	 * monotonic ns; 0: nothing queued). Under the registry's lock. */
-	uint32_t look_count;
-	bool look_reported;  /* the watchdog reported this wait */
-	uint64_t look_since;
-	/* A job the drainer took and found it must not run yet (the queue was
-	 * suspended in between): first in line for the next drain. Written
-	 * only by the drainer; read by anyone who asks whether the queue is
-	 * empty. */
-	struct sq_job_s *stashed;
 
 	/* The tasks: MPSC, consumed only by the queue's one drainer. Head
 	 * and tail on separate cache lines: queues come from malloc, which
 	 * aligns to 16 bytes, not to a line, so the separation is by
 	 * distance. `head` starts a 16-byte slot (static assert below: keep
-	 * the members above it summing to a multiple of 16) that
-	 * also holds the drain marks, and `tail` starts the slot a full line
-	 * further on: two 16-byte slots a line apart never share a line,
-	 * whatever the allocation's offset within one. (Aligning the members
-	 * to a line instead would pad the queue by up to two lines that
-	 * malloc does not honour anyway.) */
+	 * the members above it summing to a multiple of 16), and `tail`
+	 * starts the slot a full line further on: two 16-byte slots a line
+	 * apart never share a line, whatever the allocation's offset within
+	 * one. (Aligning the members to a line instead would pad the queue by
+	 * up to two lines that malloc does not honour anyway.) The distance
+	 * holds the drain marks, which the drainer writes next to the head,
+	 * and the fields that are rarely touched, instead of padding. */
 	struct __cds_wfcq_head head;
-	/* The drain marks (see "Drain marks"), next to the head the
-	 * drainer writes anyway. */
+	/* The drain marks (see "Drain marks"). */
 	uint32_t pops;
 	uint8_t phase;
-	char tail_distance[SQ_CACHELINE - sizeof(struct __cds_wfcq_head) -
-			sizeof(uint32_t) - sizeof(uint32_t)];
+	bool look_reported;  /* the watchdog reported this wait */
+	/* A job the drainer took and found it must not run yet (the queue was
+	 * suspended in between): first in line for the next drain. Written
+	 * only by the drainer; read by anyone who asks whether the queue is
+	 * empty. */
+	struct sq_job_s *stashed;
+	struct sq_specific_s *specifics;
+	/* What the runtime's looks (snapshots, the watchdog) last saw: the
+	 * drain's pop count while jobs were queued, and since when (coarse
+	 * monotonic ns; 0: nothing queued). Under the registry's lock. */
+	uint64_t look_since;
+	uint32_t look_count;
+	uint32_t serial_num;  /* for messages and debugging */
+	uint32_t trace_label; /* the label's number in traces, 0 until asked */
+	sq_spinlock_t specific_lock; /* guards specifics */
+	char tail_distance[8];
 	struct cds_wfcq_tail tail;
+	/* The label's copy follows the queue in the same allocation. */
 };
 
 _Static_assert(__builtin_offsetof(struct sq_queue_s, head) % 16 == 0 &&
@@ -352,6 +350,11 @@ struct sq_notify_s {
 	void *context;
 	sq_function_t function;
 };
+
+/* A notification's memory, from the continuation cache (continuation.c):
+ * no malloc per notification. */
+SQ_INTERNAL struct sq_notify_s *_sq_notify_alloc(void);
+SQ_INTERNAL void _sq_notify_free(struct sq_notify_s *n);
 
 /* Submits, in order, and frees a detached list of notifications. */
 SQ_INTERNAL void _sq_notify_fire(struct sq_notify_s *list);

@@ -356,9 +356,7 @@ sq_workitem_notify_f(sq_workitem_t item, sq_queue_t queue, void *context,
 	_sq_object_validate("sq_workitem_notify_f", queue);
 	_SQ_REQUIRE_FUNCTION("sq_workitem_notify_f", function);
 
-	struct sq_notify_s *n = malloc(sizeof(*n));
-	if (n == NULL)
-		_sq_client_crash("sq_workitem_notify_f", "out of memory");
+	struct sq_notify_s *n = _sq_notify_alloc();
 	n->next = NULL;
 	n->queue = queue;
 	n->context = context;
@@ -370,7 +368,7 @@ sq_workitem_notify_f(sq_workitem_t item, sq_queue_t queue, void *context,
 	for (;;) {
 		if (old & WI_FINISHED) {
 			sq_spinlock_unlock(&item->notify_lock);
-			free(n);
+			_sq_notify_free(n);
 			sq_async_f(queue, context, function);
 			return;
 		}

@@ -229,6 +229,19 @@ test_labels(void)
 	probe_queue(named, &p);
 	CHECK(strcmp(p.thread_name, "sqt-submitter") != 0);
 
+	/* A worker's name follows the queue it runs, back and forth between
+	 * a global queue and a labelled one (the global queue's name is a
+	 * constant the worker compares by address). */
+	for (int round = 0; round < 3; round++) {
+		probe_queue(sq_get_global_queue(0, 0), &p);
+		CHECK(strcmp(p.thread_name, "sq.default") == 0);
+		if (strcmp(p.thread_name, "sq.default") != 0)
+			fprintf(stderr, "  thread name on the default global "
+					"queue: '%s'\n", p.thread_name);
+		probe_queue(named, &p);
+		CHECK(strcmp(p.thread_name, "sq.test.label") == 0);
+	}
+
 	sq_release(q);
 	sq_release(anonymous);
 	sq_release(c);
@@ -236,6 +249,48 @@ test_labels(void)
 	sq_release(longq);
 	sq_release(dup1);
 	sq_release(dup2);
+}
+
+/* ---- labels of every length ------------------------------------------------ */
+
+/* Short labels live inside the queue, longer ones in a copy of their own:
+ * every length around that limit reads back whole, independent of the
+ * caller's buffer, while the queue runs work and after it (ASan checks
+ * the frees). */
+static void
+label_probe_len(void *arg)
+{
+	size_t *len = arg;
+	*len = strlen(sq_queue_get_label(SQ_CURRENT_QUEUE_LABEL));
+}
+
+static void
+test_labels_of_every_length(void)
+{
+	enum { MAX = 100 };
+	char buffer[MAX + 1];
+	sq_queue_t q[MAX + 1];
+	for (size_t n = 0; n <= MAX; n++) {
+		for (size_t i = 0; i < n; i++)
+			buffer[i] = (char)('a' + (i + n) % 26);
+		buffer[n] = '\0';
+		q[n] = sq_queue_create(buffer, n % 2 ? SQ_QUEUE_CONCURRENT
+				: NULL);
+		memset(buffer, 'x', n);
+	}
+	for (size_t n = 0; n <= MAX; n++) {
+		const char *l = sq_queue_get_label(q[n]);
+		CHECK(strlen(l) == n);
+		bool same = true;
+		for (size_t i = 0; i < n && same; i++)
+			same = l[i] == (char)('a' + (i + n) % 26);
+		CHECK(same);
+		size_t len = SIZE_MAX;
+		sq_sync_f(q[n], &len, label_probe_len);
+		CHECK(len == n);
+	}
+	for (size_t n = 0; n <= MAX; n++)
+		sq_release(q[n]);
 }
 
 /* ---- three tasks' exact output, release right after submitting ------------ */
@@ -1316,6 +1371,12 @@ circ_check(void *arg)
 }
 
 static void
+circ_noop(void *arg)
+{
+	(void)arg;
+}
+
+static void
 test_memory_circulates(void)
 {
 	sq_queue_t q = sq_queue_create("com.example.circulate", NULL);
@@ -1342,12 +1403,59 @@ test_memory_circulates(void)
 	sq_release(q);
 }
 
+/* Threads that submit and exit: each leaves its cached continuations to
+ * the others, so rounds of short-lived submitters reuse the same memory
+ * instead of leaving theirs behind. */
+#define EXIT_ROUNDS 12
+#define EXIT_THREADS 16
+#define EXIT_TASKS 1000
+
+static sq_queue_t exit_queue;
+static struct circ_state exit_state; /* on the (serial) queue only */
+
+static void *
+exit_submitter(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < EXIT_TASKS; i++)
+		sq_async_f(exit_queue, &exit_state, circ_task);
+	return NULL;
+}
+
+static void
+test_exiting_threads_hand_memory_on(void)
+{
+	exit_queue = sq_queue_create("com.example.exiting", NULL);
+	size_t after_first = 0, last = 0;
+	for (int r = 0; r < EXIT_ROUNDS; r++) {
+		sqt_run_threads(EXIT_THREADS, exit_submitter, NULL, 0);
+		sq_sync_f(exit_queue, NULL, circ_noop);
+		last = mallinfo2().uordblks;
+		if (r == 0)
+			after_first = last;
+	}
+	CHECK_EQ(exit_state.next, EXIT_ROUNDS * EXIT_THREADS * EXIT_TASKS);
+	if (!SQT_ASAN && !SQT_TSAN && after_first > 0) {
+		long grown = (long)last - (long)after_first;
+		/* Continuations left behind by every exiting thread (its
+		 * cache, the rest of its block and of the batch it took
+		 * from) would add up to tens of KiB a round. */
+		long bound = 32 * 1024;
+		printf("exiting submitters: heap in use grew by %ld bytes over "
+				"%d rounds (bound %ld)\n", grown,
+				EXIT_ROUNDS - 1, bound);
+		CHECK(grown <= bound);
+	}
+	sq_release(exit_queue);
+}
+
 int
 main(void)
 {
 	test_fifo_one_at_a_time();
 	test_serial_queues_run_concurrently();
 	test_labels();
+	test_labels_of_every_length();
 	test_release_after_submitting();
 	test_context_and_finalizer();
 	test_async_then_sync();
@@ -1362,5 +1470,6 @@ main(void)
 	test_async_lock();
 	test_producer_consumer();
 	test_memory_circulates();
+	test_exiting_threads_hand_memory_on();
 	return sqt_finish("test_queue_serial");
 }
