@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 /* The classes' nice values, relative to the program's. */
-#define SQ_INTERACTIVE_NICE (-8)
+#define SQ_INTERACTIVE_NICE (-15)
 #define SQ_INITIATED_NICE (-4)
 #define SQ_UTILITY_NICE 4
 #define SQ_BACKGROUND_NICE 10

@@ -460,7 +460,7 @@ test_background_nice(void)
 	CHECK_EQ(seen[4], SCHED_OTHER);
 	CHECK_EQ(seen[5], SCHED_OTHER);
 	/* Can (root, or a generous RLIMIT_NICE): niced, then back; UTILITY
-	 * at +4; USER_INTERACTIVE at -8 where going below the program's
+	 * at +4; USER_INTERACTIVE at -15 where going below the program's
 	 * value is allowed (root). */
 	struct rlimit lim;
 	if (getuid() == 0 || (getrlimit(RLIMIT_NICE, &lim) == 0 &&
@@ -470,7 +470,7 @@ test_background_nice(void)
 		CHECK_EQ(seen[1], base);
 		CHECK_EQ(seen[2], base + 4 > 19 ? 19 : base + 4);
 		if (getuid() == 0)
-			CHECK_EQ(seen[3], base - 8 < -20 ? -20 : base - 8);
+			CHECK_EQ(seen[3], base - 15 < -20 ? -20 : base - 15);
 		CHECK_EQ(seen[4], SCHED_OTHER);
 		CHECK_EQ(seen[5], SCHED_OTHER);
 		/* SQ_BACKGROUND_IDLE=1: BACKGROUND under SCHED_IDLE, and
