@@ -1045,8 +1045,10 @@ _sq_worker_park(struct sq_worker_s *w)
 		return true;
 	/* Work waits that w may not take: if a worker that holds it back
 	 * sleeps where only the monitor would see it, it no longer counts,
-	 * and w takes the work now (pool_monitor.c). */
-	if (_sq_pool_has_work_in(true) && !_sq_pool_has_takeable(w) &&
+	 * and w takes the work now (pool_monitor.c). The counts first: with
+	 * no class closed to w, the queues' scan is not needed. */
+	if (_sq_take_stop(w) < SQ_ROOT_COUNT && _sq_pool_has_work_in(true) &&
+			!_sq_pool_has_takeable(w) &&
 			_sq_pool_mark_sleeping_runners(w) &&
 			_sq_pool_has_takeable(w)) {
 		if (!w->searching)
