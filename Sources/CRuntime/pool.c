@@ -1101,10 +1101,13 @@ _sq_worker_park(struct sq_worker_s *w)
 	if (_sq_monotonic_ns() - w->woken_at < SQ_YIELD_WINDOW_NS)
 		sched_yield();
 	SQ_CHAOS_POINT();
-	/* Idle at the program's CPU priority: a worker woken for higher work
-	 * must not wait for a CPU at its last job's low priority (2.6 ms
-	 * from wake to job, median, behind a background batch). */
-	_sq_worker_set_class_nice(w, SQ_ROOT_DEFAULT);
+	/* A lower class's values go before the wait (woken for higher work,
+	 * a worker must not wait for a CPU at a low priority: 2.6 ms median
+	 * behind a background batch); a higher class's stay, so that woken
+	 * for it again the worker preempts at once with no system call (reset,
+	 * a background thread cut into its next job, PRIORITIES.md). */
+	if (w->nice > _sq_pool.base_nice || w->sched_idle || w->io_idle)
+		_sq_worker_set_class_nice(w, SQ_ROOT_DEFAULT);
 	/* Before the idle list: a record (the first of a trace takes a lock
 	 * and maps a ring) is not time spent counted as idle. */
 	SQ_POOL_EVENT(SQ_TRACE_PARK, w, 0);

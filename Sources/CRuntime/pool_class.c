@@ -13,8 +13,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* The classes' nice values, relative to the program's. */
-#define SQ_INTERACTIVE_NICE (-15)
+/* The classes' nice values, relative to the program's. User-interactive
+ * at Linux's highest: a caller that runs a raised queue's work itself keeps
+ * 98.9% of a CPU shared with a default-class hog (96.6% at -15). */
+#define SQ_INTERACTIVE_NICE (-20)
 #define SQ_INITIATED_NICE (-4)
 #define SQ_UTILITY_NICE 4
 #define SQ_BACKGROUND_NICE 10

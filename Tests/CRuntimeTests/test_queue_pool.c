@@ -373,6 +373,7 @@ test_many_blocked(void)
 
 static atomic_int nice_seen[2];
 static atomic_int policy_seen[2];
+static atomic_int tid_seen[2];
 
 static void
 record_nice(void *slot)
@@ -383,10 +384,26 @@ record_nice(void *slot)
 	/* And the scheduling policy, in the slot's twin. */
 	atomic_int *policy = &policy_seen[(atomic_int *)slot - nice_seen];
 	atomic_store(policy, sched_getscheduler(0));
+	atomic_store(&tid_seen[(atomic_int *)slot - nice_seen], gettid());
 }
 
-/* Runs a BACKGROUND job, then a DEFAULT one, on the one worker; writes the
- * two nice values seen to `fd`. */
+/* The nice value of the worker that ran the job recording in `slot`, once
+ * it has waited idle for a while (-100: the thread is gone). */
+static int
+idle_nice(int slot)
+{
+	usleep(100 * 1000);
+	errno = 0;
+	int nice = getpriority(PRIO_PROCESS, (id_t)atomic_load(
+			&tid_seen[slot]));
+	return errno == 0 ? nice : -100;
+}
+
+/* Runs a BACKGROUND job, then a DEFAULT one, on the one worker, then a
+ * UTILITY and a USER_INTERACTIVE one; writes to `fd` the nice values seen
+ * (0-3), the first two's policies (4, 5) and the nice values of the
+ * threads that ran the BACKGROUND and the USER_INTERACTIVE job once idle
+ * (6, 7). */
 static void
 nice_child(int fd, bool unprivileged)
 {
@@ -402,13 +419,14 @@ nice_child(int fd, bool unprivileged)
 	sq_group_async_f(g, sq_get_global_queue(SQ_QUEUE_PRIORITY_BACKGROUND,
 			0), &nice_seen[0], record_nice);
 	sq_group_wait(g, SQ_TIME_FOREVER);
+	int background_idle = idle_nice(0);
 	sq_group_async_f(g, sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0),
 			&nice_seen[1], record_nice);
 	sq_group_wait(g, SQ_TIME_FOREVER);
-	int seen[6] = { atomic_load(&nice_seen[0]),
+	int seen[8] = { atomic_load(&nice_seen[0]),
 			atomic_load(&nice_seen[1]), 0, 0,
 			atomic_load(&policy_seen[0]),
-			atomic_load(&policy_seen[1]) };
+			atomic_load(&policy_seen[1]), background_idle, 0 };
 	/* And the classes around DEFAULT. */
 	sq_group_async_f(g, sq_get_global_queue(SQ_QOS_CLASS_UTILITY, 0),
 			&nice_seen[0], record_nice);
@@ -419,12 +437,13 @@ nice_child(int fd, bool unprivileged)
 	sq_group_wait(g, SQ_TIME_FOREVER);
 	seen[2] = atomic_load(&nice_seen[0]);
 	seen[3] = atomic_load(&nice_seen[1]);
+	seen[7] = idle_nice(1);
 	(void)!write(fd, seen, sizeof(seen));
 	_exit(0);
 }
 
 static void
-nice_run(bool unprivileged, int seen[6])
+nice_run(bool unprivileged, int seen[8])
 {
 	int fds[2];
 	CHECK_EQ(pipe(fds), 0);
@@ -435,9 +454,9 @@ nice_run(bool unprivileged, int seen[6])
 		nice_child(fds[1], unprivileged);
 	}
 	close(fds[1]);
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 8; i++)
 		seen[i] = -200;
-	CHECK_EQ(read(fds[0], seen, 6 * sizeof(int)), 6 * sizeof(int));
+	CHECK_EQ(read(fds[0], seen, 8 * sizeof(int)), 8 * sizeof(int));
 	close(fds[0]);
 	int status = 0;
 	waitpid(pid, &status, 0);
@@ -449,7 +468,7 @@ test_background_nice(void)
 {
 	errno = 0;
 	int base = getpriority(PRIO_PROCESS, (id_t)gettid());
-	int seen[6];
+	int seen[8];
 	/* Cannot come back: the lower classes on threads bound to them
 	 * (test_qos_unprivileged.c), the rest at the program's value. */
 	nice_run(true, seen);
@@ -459,8 +478,9 @@ test_background_nice(void)
 	CHECK_EQ(seen[3], base);
 	CHECK_EQ(seen[4], SCHED_OTHER);
 	CHECK_EQ(seen[5], SCHED_OTHER);
+	CHECK_EQ(seen[7], base); /* never went below it */
 	/* Can (root, or a generous RLIMIT_NICE): niced, then back; UTILITY
-	 * at +4; USER_INTERACTIVE at -15 where going below the program's
+	 * at +4; USER_INTERACTIVE at -20 where going below the program's
 	 * value is allowed (root). */
 	struct rlimit lim;
 	if (getuid() == 0 || (getrlimit(RLIMIT_NICE, &lim) == 0 &&
@@ -470,9 +490,14 @@ test_background_nice(void)
 		CHECK_EQ(seen[1], base);
 		CHECK_EQ(seen[2], base + 4 > 19 ? 19 : base + 4);
 		if (getuid() == 0)
-			CHECK_EQ(seen[3], base - 15 < -20 ? -20 : base - 15);
+			CHECK_EQ(seen[3], -20);
 		CHECK_EQ(seen[4], SCHED_OTHER);
 		CHECK_EQ(seen[5], SCHED_OTHER);
+		/* Idle, a worker drops a lower class's value and keeps a
+		 * higher one's (woken for it again, it preempts at once). */
+		CHECK_EQ(seen[6], base);
+		if (getuid() == 0)
+			CHECK_EQ(seen[7], -20);
 		/* SQ_BACKGROUND_IDLE=1: BACKGROUND under SCHED_IDLE, and
 		 * back. */
 		setenv("SQ_BACKGROUND_IDLE", "1", 1);
