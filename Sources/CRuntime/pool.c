@@ -238,7 +238,7 @@ _sq_root_pop(int index)
 static struct sq_job_s *
 _sq_roots_pop(struct sq_worker_s *w, int *root)
 {
-	return _sq_take_by_class(NULL, _sq_take_stop(w), root);
+	return _sq_take_by_class(NULL, _sq_take_closed(w), root);
 }
 
 bool
@@ -594,7 +594,8 @@ _sq_pool_notify_root(int root)
 	 * "Taking within the width"). Seq-cst loads of the counts, after the
 	 * enqueue: a worker that stops running counts itself out, then
 	 * looks at the queues before it parks. */
-	if (root < SQ_ROOT_COUNT && _sq_take_stop(NULL) <= root) {
+	if (root < SQ_ROOT_COUNT &&
+			SQ_CLASS_CLOSED(_sq_take_closed(NULL), root)) {
 		_sq_monitor_kick();
 		return;
 	}
@@ -804,16 +805,19 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 		return job;
 	/* The classes w may start a job of ("Taking within the width",
 	 * pool_class.c). */
-	int stop = _sq_take_stop(w);
+	unsigned closed = _sq_take_closed(w);
 	/* Our own ring first, unless higher work waits elsewhere
 	 * ("Precedence", pool_class.c). */
 	if (!_sq_ring_empty(&w->ring)) {
 		int own = w->ring_root;
-		if (own < stop && _sq_best_waiting(own) == own) {
+		if (!SQ_CLASS_CLOSED(closed, own) &&
+				_sq_best_waiting(own) == own) {
+			if ((job = _sq_take_aged(w, closed, own, root)))
+				return job;
 			uintptr_t entry = _sq_ring_pop(&w->ring);
 			if (entry)
 				return _sq_entry_job(entry, root);
-		} else if ((job = _sq_take_by_class(w, stop, root))) {
+		} else if ((job = _sq_take_by_class(w, closed, root))) {
 			return job;
 		}
 	}
@@ -831,11 +835,11 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 			!= 0;
 	if (blocked && (job = _sq_take_blocked(w, root, false)))
 		return job;
-	if ((job = _sq_take_by_class(w, stop, root)))
+	if ((job = _sq_take_by_class(w, closed, root)))
 		return job;
 	if (blocked && (job = _sq_take_blocked(w, root, true)))
 		return job;
-	return _sq_steal_above(w, stop, root);
+	return _sq_steal_open(w, closed, root);
 }
 
 /* The next job for w; `*handoff` tells whether it came from w's own slot. */
@@ -918,7 +922,7 @@ _sq_find_bound_work(struct sq_worker_s *w, int *root, bool *handoff)
 		/* Not its class (it cannot be, see above): to the roots. */
 		_sq_root_push(*root, job);
 	}
-	return _sq_take_by_class(w, _sq_take_stop(w), root);
+	return _sq_take_by_class(w, _sq_take_closed(w), root);
 }
 
 /* Gives a bound worker's thread back. Returns false if it must stay (the
@@ -1047,7 +1051,7 @@ _sq_worker_park(struct sq_worker_s *w)
 	 * sleeps where only the monitor would see it, it no longer counts,
 	 * and w takes the work now (pool_monitor.c). The counts first: with
 	 * no class closed to w, the queues' scan is not needed. */
-	if (_sq_take_stop(w) < SQ_ROOT_COUNT && _sq_pool_has_work_in(true) &&
+	if (_sq_take_closed(w) != 0 && _sq_pool_has_work_in(true) &&
 			!_sq_pool_has_takeable(w) &&
 			_sq_pool_mark_sleeping_runners(w) &&
 			_sq_pool_has_takeable(w)) {

@@ -108,11 +108,14 @@ _sq_take_overcommit(int r, int *root)
 	return job;
 }
 
+static bool _sq_aging_may_take(const struct sq_worker_s *self,
+		unsigned closed, int r);
+
 /* Takes by class, highest first, with aging; self's own ring counts as
- * its `ring_root` class (NULL self: roots only). Only classes above
- * `stop` (_sq_take_stop), but overcommit jobs of any class. */
+ * its `ring_root` class (NULL self: roots only). Only classes not in
+ * `closed` (_sq_take_closed), but overcommit jobs of any class. */
 struct sq_job_s *
-_sq_take_by_class(struct sq_worker_s *self, int stop, int *root)
+_sq_take_by_class(struct sq_worker_s *self, unsigned closed, int *root)
 {
 	uint32_t c = __atomic_fetch_add(&_sq_pool.pop_counter, 1,
 			__ATOMIC_RELAXED);
@@ -124,7 +127,7 @@ _sq_take_by_class(struct sq_worker_s *self, int stop, int *root)
 	/* A bound worker takes only the classes its thread may run. */
 	int top = self != NULL ? self->bound : 0;
 	struct sq_job_s *job;
-	if (first >= top && first < stop &&
+	if (first >= top && _sq_aging_may_take(self, closed, first) &&
 			(job = _sq_take_root(self, first, root)))
 		return job;
 	int own = self != NULL && !_sq_ring_empty(&self->ring) ?
@@ -132,7 +135,7 @@ _sq_take_by_class(struct sq_worker_s *self, int stop, int *root)
 	for (int r = top; r < SQ_ROOT_COUNT; r++) {
 		if ((job = _sq_take_overcommit(r, root)))
 			return job;
-		if (r >= stop)
+		if (SQ_CLASS_CLOSED(closed, r))
 			continue;
 		if (r == own) {
 			uintptr_t entry = _sq_ring_pop(&self->ring);
@@ -143,6 +146,23 @@ _sq_take_by_class(struct sq_worker_s *self, int stop, int *root)
 			return job;
 	}
 	return NULL;
+}
+
+/* Aging for a worker about to take from its own ring (which
+ * _sq_take_by_class's turns do not see): one look in 16 starts with
+ * UTILITY, one in 64 with BACKGROUND, when that class is below the ring's
+ * (and open, or run by nobody). A worker that resubmits its own work keeps its ring full;
+ * without this, a class below it waited for as long as it went on. */
+struct sq_job_s *
+_sq_take_aged(struct sq_worker_s *self, unsigned closed, int own, int *root)
+{
+	uint32_t t = self->tick;
+	int first = t % 64 == 63 ? SQ_ROOT_BACKGROUND :
+			t % 16 == 15 ? SQ_ROOT_LOW : -1;
+	if (first <= own || first < self->bound ||
+			!_sq_aging_may_take(self, closed, first))
+		return NULL;
+	return _sq_take_root(self, first, root);
 }
 
 /* A job from another worker's ring: one that holds class r's jobs, or
@@ -168,13 +188,15 @@ _sq_steal(struct sq_worker_s *self, int r, int *root)
 	return NULL;
 }
 
-/* A job from another worker's ring that holds a class above `stop`. */
+/* A job from another worker's ring that holds a class not in `closed`. */
 struct sq_job_s *
-_sq_steal_above(struct sq_worker_s *self, int stop, int *root)
+_sq_steal_open(struct sq_worker_s *self, unsigned closed, int *root)
 {
-	if (stop >= SQ_ROOT_COUNT)
+	if (closed == 0)
 		return _sq_steal(self, SQ_ROOT_COUNT, root);
-	for (int r = 0; r < stop; r++) {
+	for (int r = 0; r < SQ_ROOT_COUNT; r++) {
+		if (SQ_CLASS_CLOSED(closed, r))
+			continue;
 		struct sq_job_s *job = _sq_steal(self, r, root);
 		if (job)
 			return job;
@@ -187,7 +209,8 @@ _sq_steal_above(struct sq_worker_s *self, int stop, int *root)
  * Work below DEFAULT keeps to the width: a worker starts a UTILITY or
  * BACKGROUND job only while fewer than `width` other workers run jobs of
  * its class or a higher one (not counting blocked ones, which run
- * nothing). Workers beyond the width started for a higher class ("Room
+ * nothing); aging's turns also go to a class that nobody runs, so that no
+ * class starves. Workers beyond the width started for a higher class ("Room
  * for a higher class") thus do not go on with a background batch: done
  * with their work, they park, and are idle, a wake-up away, when the next
  * higher job comes. Without the rule, a worker started for a request
@@ -217,13 +240,13 @@ _sq_steal_above(struct sq_worker_s *self, int stop, int *root)
  * idle worker, which may now take the job (pool_monitor.c).
  */
 
-/* The first class whose jobs `self` (NULL: a submitter) may not start:
- * the first class below DEFAULT at which `width` other workers, not
- * blocked, run that class or a higher one; SQ_ROOT_COUNT when none.
- * Seq-cst loads (see above). The blocked ones are subtracted from the
- * top: a hint that errs towards taking. */
-int
-_sq_take_stop(const struct sq_worker_s *self)
+/* The classes whose jobs `self` (NULL: a submitter) may not start, a bit
+ * per class: from the first class below DEFAULT at which `width` other
+ * workers, not blocked, run that class or a higher one, down. Seq-cst
+ * loads (see above). The blocked ones are subtracted from the top: a hint
+ * that errs towards taking. */
+unsigned
+_sq_take_closed(const struct sq_worker_s *self)
 {
 	int32_t running = -__atomic_load_n(&_sq_pool.nblocked,
 			__ATOMIC_SEQ_CST);
@@ -232,24 +255,38 @@ _sq_take_stop(const struct sq_worker_s *self)
 		running += __atomic_load_n(&_sq_pool.busy[r],
 				__ATOMIC_SEQ_CST) - (r == counted);
 		if (r > SQ_ROOT_DEFAULT && running >= _sq_pool.width)
-			return r;
+			return ~0u << r;
 	}
-	return SQ_ROOT_COUNT;
+	return 0;
+}
+
+/* Whether aging's turn may start a job of class r: it is open, or nobody
+ * else runs it. Closed or not, a class nobody runs gets aging's turns, so
+ * it never starves behind higher work on every worker (it waited for as
+ * long as that work lasted); a class that has a runner waits for it. */
+static bool
+_sq_aging_may_take(const struct sq_worker_s *self, unsigned closed, int r)
+{
+	if (!SQ_CLASS_CLOSED(closed, r))
+		return true;
+	int32_t here = __atomic_load_n(&_sq_pool.busy[r], __ATOMIC_SEQ_CST);
+	return here - (self != NULL && self->busy_root == r) <= 0;
 }
 
 /* Whether work waits that `self` (NULL: any looker) may take: an
  * overcommit job, a job in a next-job slot (unless a guard watches the
- * slots) or behind a blocked worker, or a job of a class above
- * _sq_take_stop in a root queue or a ring. A parking worker's last look;
+ * slots) or behind a blocked worker, or a job of a class not in
+ * _sq_take_closed in a root queue or a ring. A parking worker's last look;
  * seq-cst loads after its seq-cst count-out and its leaving the
  * searchers. */
 bool
 _sq_pool_has_takeable(const struct sq_worker_s *self)
 {
-	int stop = _sq_take_stop(self);
+	unsigned closed = _sq_take_closed(self);
 	for (int r = 0; r < SQ_ROOT_COUNT; r++) {
 		struct sq_root_rq_s *oc = &_sq_pool.roots[SQ_ROOT_COUNT + r];
-		if (!cds_wfcq_empty(&oc->head, &oc->tail) || (r < stop &&
+		if (!cds_wfcq_empty(&oc->head, &oc->tail) ||
+				(!SQ_CLASS_CLOSED(closed, r) &&
 				!cds_wfcq_empty(&_sq_pool.roots[r].head,
 				&_sq_pool.roots[r].tail)))
 			return true;
@@ -267,8 +304,9 @@ _sq_pool_has_takeable(const struct sq_worker_s *self)
 		if ((slots || blocked) && __atomic_load_n(&w->next,
 				__ATOMIC_SEQ_CST))
 			return true;
-		if (!_sq_ring_empty(&w->ring) && (blocked || __atomic_load_n(
-				&w->ring_root, __ATOMIC_SEQ_CST) < stop))
+		if (!_sq_ring_empty(&w->ring) && (blocked ||
+				!SQ_CLASS_CLOSED(closed, __atomic_load_n(
+				&w->ring_root, __ATOMIC_SEQ_CST))))
 			return true;
 	}
 	return false;

@@ -328,7 +328,7 @@ _sq_worker_count_class(struct sq_worker_s *w, int r)
 				__ATOMIC_SEQ_CST);
 	if (r < SQ_ROOT_COUNT)
 		__atomic_add_fetch(&_sq_pool.busy[r], 1, __ATOMIC_SEQ_CST);
-	/* Relaxed atomic: other workers read it (_sq_take_stop's caller
+	/* Relaxed atomic: other workers read it (_sq_take_closed's caller
 	 * passes only itself, but the runners' look in pool_monitor.c
 	 * reads any worker's). */
 	__atomic_store_n(&w->busy_root, (uint8_t)r, __ATOMIC_RELAXED);
@@ -371,13 +371,17 @@ SQ_INTERNAL void _sq_pool_wake_sleeper(void);
 /* pool_class.c: taking by class, stealing, room for a higher class, the
  * classes' CPU priorities. */
 SQ_INTERNAL struct sq_job_s *_sq_take_by_class(struct sq_worker_s *self,
-		int stop, int *root);
+		unsigned closed, int *root);
 SQ_INTERNAL struct sq_job_s *_sq_steal(struct sq_worker_s *self, int r,
 		int *root);
-SQ_INTERNAL struct sq_job_s *_sq_steal_above(struct sq_worker_s *self,
-		int stop, int *root);
+SQ_INTERNAL struct sq_job_s *_sq_take_aged(struct sq_worker_s *self,
+		unsigned closed, int own, int *root);
+SQ_INTERNAL struct sq_job_s *_sq_steal_open(struct sq_worker_s *self,
+		unsigned closed, int *root);
 SQ_INTERNAL bool _sq_pool_class_room(int r);
-SQ_INTERNAL int _sq_take_stop(const struct sq_worker_s *self);
+SQ_INTERNAL unsigned _sq_take_closed(const struct sq_worker_s *self);
+/* Whether class r is in a mask of _sq_take_closed's. */
+#define SQ_CLASS_CLOSED(closed, r) ((((closed) >> (r)) & 1u) != 0)
 SQ_INTERNAL bool _sq_pool_has_takeable(const struct sq_worker_s *self);
 SQ_INTERNAL void _sq_worker_set_class_nice(struct sq_worker_s *w, int root);
 SQ_INTERNAL void _sq_worker_before_look(struct sq_worker_s *w);

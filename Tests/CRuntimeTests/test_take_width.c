@@ -16,6 +16,12 @@
  * them posts it; the blocked ones stop counting once seen (by a worker
  * that parks, or the monitor), so the job runs, with the safety net off.
  *
+ * Last, no class starves: DEFAULT jobs keep every worker of the width
+ * busy, resubmitting themselves, and a UTILITY and a BACKGROUND job, each
+ * of a class nobody runs, must start while they go on (within 4 s; the
+ * hogs go on for 8): aging's turns go to a class that nobody runs, closed
+ * or not, also from a worker about to take from its own ring.
+ *
  * Each width runs in a child process with an alarm: a stall is a failure;
  * width 4 runs again beside two busy-loop processes.
  * SQT_ONLY=<width> runs one width.
@@ -37,6 +43,9 @@ struct shared {
 	atomic_int batch_live; /* batch jobs queued or running */
 	atomic_int requests_done;
 	atomic_int blocked_done;
+	atomic_int hogs_stop;
+	atomic_int hogs_live;
+	atomic_llong low_started[2]; /* ns from submission; 0: not yet */
 	sem_t gate;
 	int failures;
 };
@@ -79,6 +88,27 @@ blocked_job(void *ctx)
 {
 	sem_wait(&sh->gate);
 	atomic_fetch_add(&sh->blocked_done, 1);
+}
+
+static sq_queue_t hog_q;
+static uint64_t low_submitted;
+
+static void
+hog_job(void *ctx)
+{
+	spin_ns(5 * NSEC_PER_MSEC);
+	if (!atomic_load(&sh->hogs_stop))
+		sq_async_f(hog_q, NULL, hog_job);
+	else
+		atomic_fetch_sub(&sh->hogs_live, 1);
+}
+
+static void
+low_job(void *ctx)
+{
+	int i = (int)(intptr_t)ctx;
+	long long waited = (long long)(sqt_now_ns() - low_submitted);
+	atomic_store(&sh->low_started[i], waited > 0 ? waited : 1);
 }
 
 static void
@@ -152,6 +182,36 @@ child(int width)
 				classes[c].name, sqt_ms_since(t0));
 		CHECK_EQ(atomic_load(&sh->blocked_done), width);
 	}
+
+	/* No class starves beside DEFAULT work on every worker. */
+	hog_q = sq_get_global_queue(SQ_QOS_CLASS_DEFAULT, 0);
+	atomic_store(&sh->hogs_live, 2 * width);
+	for (int i = 0; i < 2 * width; i++)
+		sq_async_f(hog_q, NULL, hog_job);
+	sqt_sleep_us(50000);
+	low_submitted = sqt_now_ns();
+	sq_async_f(sq_get_global_queue(SQ_QOS_CLASS_UTILITY, 0),
+			(void *)(intptr_t)0, low_job);
+	sq_async_f(sq_get_global_queue(SQ_QOS_CLASS_BACKGROUND, 0),
+			(void *)(intptr_t)1, low_job);
+	t0 = sqt_now_ns();
+	while ((atomic_load(&sh->low_started[0]) == 0 ||
+			atomic_load(&sh->low_started[1]) == 0) &&
+			sqt_now_ns() - t0 < 8 * NSEC_PER_SEC)
+		sqt_sleep_us(1000);
+	atomic_store(&sh->hogs_stop, 1);
+	long long ut = atomic_load(&sh->low_started[0]);
+	long long bg = atomic_load(&sh->low_started[1]);
+	printf("width %d: beside DEFAULT on every worker, utility started "
+			"after %.1f ms, background after %.1f ms\n", width,
+			ut ? ut / 1e6 : -1.0, bg ? bg / 1e6 : -1.0);
+	CHECK(ut > 0 && ut < 4 * (long long)NSEC_PER_SEC);
+	CHECK(bg > 0 && bg < 4 * (long long)NSEC_PER_SEC);
+	t0 = sqt_now_ns();
+	while (atomic_load(&sh->hogs_live) > 0 &&
+			sqt_now_ns() - t0 < 20 * NSEC_PER_SEC)
+		sqt_sleep_us(1000);
+	CHECK_EQ(atomic_load(&sh->hogs_live), 0);
 	sh->failures = sqt_failed;
 	fflush(stdout);
 	_exit(0);
