@@ -36,7 +36,7 @@ trivial_range(void *ctx, size_t begin, size_t end)
 static void
 trivial_index(void *ctx, size_t i)
 {
-	loop_trivial(loop_out, i, i + 1);
+	loop_trivial_at(loop_out, i);
 }
 
 static void
@@ -48,7 +48,7 @@ body_range(void *ctx, size_t begin, size_t end)
 static void
 body_index(void *ctx, size_t i)
 {
-	loop_body(loop_out, i, i + 1);
+	loop_body_at(loop_out, i);
 }
 
 static uint64_t

@@ -253,6 +253,35 @@ sq_group_enter(sq_group_t group)
 	_sq_group_enter(group);
 }
 
+/*
+ * The notifications of an emptying leave. A single one for a global queue,
+ * fired by a job on a worker, goes to that worker's next-job slot: it runs
+ * on this thread as soon as the job returns, warm, with no wake-up (the
+ * slot's guard hands it to another worker if the job goes on for long).
+ * That is a fork-join tree's continuation: the member that finishes last
+ * runs what waited for the group, depth first, where a shared queue would
+ * put it behind the tree's whole frontier.
+ */
+static void
+_sq_group_fire(struct sq_notify_s *list)
+{
+	if (list != NULL && list->next == NULL && _sq_pool_can_hand_off()) {
+		struct sq_queue_s *q = list->queue;
+		/* Not an overcommit root: its job gets a worker of its own. */
+		if (_sq_queue_is_root(q) &&
+				q == &_sq_root_queues[q->root_index]) {
+			SQ_TRACE_SUBMIT_KIND(SQ_SUBMIT_NOTIFY);
+			_sq_root_async_next_f(q->root_index, list->context,
+					list->function);
+			SQ_TRACE_SUBMIT_KIND(0);
+			_sq_notify_free(list);
+			_sq_release_internal(q);
+			return;
+		}
+	}
+	_sq_notify_fire(list);
+}
+
 void
 _sq_group_leave(struct sq_group_s *g)
 {
@@ -311,7 +340,7 @@ _sq_group_leave(struct sq_group_s *g)
 	}
 	/* Notifications are submitted before waiters wake, as libdispatch
 	 * does: a waiter that returns finds them on their queues already. */
-	_sq_notify_fire(list);
+	_sq_group_fire(list);
 	if (old & GROUP_HAS_WAITERS) {
 		SQ_TRACE_RELEASE(SQ_WAIT_GROUP, NULL, g);
 		_sq_futex_wake(_sq_group_gen_word(g), INT_MAX);

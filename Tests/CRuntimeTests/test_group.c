@@ -1,8 +1,9 @@
 /*
  * Groups: wait, reuse, timeouts, notify after every member, enter/leave from
  * other threads, the notify race of libdispatch's rdar://11445820, a released
- * group that still notifies, waiters that must not miss an emptying, and the
- * misuse reports.
+ * group that still notifies, a notification fired by a task's leave (after
+ * the leave, not behind the task), waiters that must not miss an emptying,
+ * and the misuse reports.
  */
 #include "wait_helpers.h"
 
@@ -398,6 +399,73 @@ test_released_group_notifies(void)
 	sq_release(done);
 }
 
+/* The member that empties the group from a task on a global queue: the
+ * notification for a global queue is not run inside that leave, and runs
+ * while the task goes on for long (not held up behind it: the task waits
+ * until the notification has run, with a 10 s limit). */
+static struct {
+	sq_group_t group;
+	sq_semaphore_t notified;
+	sq_semaphore_t task_done;
+	pthread_t leaver;
+	int32_t in_leave;
+	int32_t ran_inside_leave;
+	int32_t task_saw_notify;
+} last_member;
+
+static void
+note_notify(void *ctx)
+{
+	if (load32(&last_member.in_leave) &&
+			pthread_equal(pthread_self(), last_member.leaver))
+		__atomic_store_n(&last_member.ran_inside_leave, 1,
+				__ATOMIC_SEQ_CST);
+	sq_semaphore_signal(last_member.notified);
+}
+
+static void
+leave_then_go_on(void *ctx)
+{
+	last_member.leaver = pthread_self();
+	__atomic_store_n(&last_member.in_leave, 1, __ATOMIC_SEQ_CST);
+	sq_group_leave(last_member.group);
+	__atomic_store_n(&last_member.in_leave, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&last_member.task_saw_notify,
+			sq_semaphore_wait(last_member.notified,
+			in_ms(10000)) == 0, __ATOMIC_SEQ_CST);
+	sq_semaphore_signal(last_member.task_done);
+}
+
+static void
+test_notify_from_last_member(void)
+{
+	last_member.notified = sq_semaphore_create(0);
+	last_member.task_done = sq_semaphore_create(0);
+	for (int round = 0; round < 20; round++) {
+		/* A group in the program's storage and one of the runtime's. */
+		sq_group_storage_t storage;
+		sq_group_t g = round % 2 ? sq_group_init(&storage)
+				: sq_group_create();
+		last_member.group = g;
+		last_member.in_leave = 0;
+		last_member.ran_inside_leave = 0;
+		last_member.task_saw_notify = 0;
+		sq_group_enter(g);
+		sq_group_notify_f(g, global_queue(), NULL, note_notify);
+		sq_async_f(global_queue(), NULL, leave_then_go_on);
+		CHECK_EQ(sq_semaphore_wait(last_member.task_done,
+				in_ms(20000)), 0);
+		CHECK_EQ(load32(&last_member.task_saw_notify), 1);
+		CHECK_EQ(load32(&last_member.ran_inside_leave), 0);
+		if (round % 2)
+			sq_group_destroy(g);
+		else
+			sq_release(g);
+	}
+	sq_release(last_member.notified);
+	sq_release(last_member.task_done);
+}
+
 /* ---- misuse, each in a child process ---- */
 
 static void
@@ -454,6 +522,7 @@ main(void)
 	test_waiter_vs_reuse();
 	test_notify_race();
 	test_released_group_notifies();
+	test_notify_from_last_member();
 	test_misuse();
 	return sqt_finish("group");
 }
