@@ -6,10 +6,12 @@
  * with _sq_cont_free.
  */
 #include "internal.h"
+#include "pool_internal.h"
 #include "queue_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* ---- Continuation cache ------------------------------------------------
  *
@@ -46,6 +48,36 @@
 #define SQ_CONT_BATCH 128
 /* Continuations fetched ahead of the one a batch hands out. */
 #define SQ_CONT_PREFETCH 8
+
+/* ---- Back-pressure -------------------------------------------------------
+ *
+ * A thread that submits faster than the workers run (a fan-out from the
+ * main thread) piles up pending continuations, and a fan-out's peak memory
+ * is that pile. Once SQ_CONT_AHEAD continuations exist and none is free
+ * anywhere (no batch waits on the shared stack), a thread that is not a
+ * worker and runs no task of the runtime waits for the workers to give a
+ * batch back, instead of carving a new block: it sleeps in steps of
+ * SQ_CONT_WAIT_STEP_NS and goes on as soon as a batch is there.
+ *
+ * The wait never runs a task and is bounded in total, so a program whose
+ * workers wait for the submitter (a lock it holds, a semaphore it posts
+ * after submitting) is slowed by 50 ms, never stalled: a wait that
+ * sees no batch for SQ_CONT_WAIT_NS gives up and carves; after such a
+ * time-out the thread does not wait again until it has taken a batch (the
+ * workers moved), and after SQ_CONT_STALLS time-outs it never waits again.
+ * A thread thus loses at most SQ_CONT_STALLS * SQ_CONT_WAIT_NS to waits
+ * that found the workers not moving. Workers never wait (they run the
+ * backlog), nor does a thread inside a task (a sync body, the main
+ * queue's task), which some task may be waiting for.
+ */
+#define SQ_CONT_AHEAD (32u * 1024u)
+#define SQ_CONT_WAIT_NS 50000000ull    /* 50 ms with no batch: a time-out */
+#define SQ_CONT_WAIT_STEP_NS 20000l    /* 20 us (+ the timer slack) */
+#define SQ_CONT_STALLS 4u
+
+static unsigned long _sq_cont_made; /* continuations carved so far */
+static SQ_TLS uint8_t _sq_cont_stalls;   /* this thread's time-outs */
+static SQ_TLS bool _sq_cont_stalled;     /* last wait timed out */
 
 struct sq_cont_batch_s {
 	sq_lifo_node_t link;     /* on _sq_cont_batches or _sq_cont_empties */
@@ -93,10 +125,45 @@ _sq_cont_carve(void)
 		}
 		_sq_cont_carving = b;
 		_sq_cont_carved = 0;
+		/* Relaxed: a threshold, nothing read through it. */
+		__atomic_add_fetch(&_sq_cont_made, SQ_CONT_BLOCK,
+				__ATOMIC_RELAXED);
 	}
 	struct sq_cont_s *c = &b->conts[_sq_cont_carved++];
 	c->job.trace_flow = 0;
 	return c;
+}
+
+/* Whether this thread, about to carve, waits for a batch instead. */
+static inline bool
+_sq_cont_should_wait(void)
+{
+	if (_sq_cont_carving != NULL && _sq_cont_carved < SQ_CONT_BLOCK)
+		return false; /* the block being carved is paid for */
+	return __atomic_load_n(&_sq_cont_made, __ATOMIC_RELAXED) >=
+			SQ_CONT_AHEAD && _sq_self == NULL &&
+			_sq_current_frame == NULL && !_sq_cont_stalled &&
+			_sq_cont_stalls < SQ_CONT_STALLS;
+}
+
+/* Sleeps until a batch is on the shared stack and takes it, or gives up
+ * after SQ_CONT_WAIT_NS with none (NULL). */
+static SQ_NOINLINE struct sq_cont_batch_s *
+_sq_cont_wait_batch(void)
+{
+	uint64_t deadline = _sq_monotonic_ns() + SQ_CONT_WAIT_NS;
+	for (;;) {
+		struct timespec step = { 0, SQ_CONT_WAIT_STEP_NS };
+		nanosleep(&step, NULL);
+		struct sq_cont_batch_s *b = sq_lifo_pop(&_sq_cont_batches, 0);
+		if (b != NULL)
+			return b;
+		if (_sq_monotonic_ns() >= deadline) {
+			_sq_cont_stalled = true;
+			_sq_cont_stalls++;
+			return NULL;
+		}
+	}
 }
 
 static SQ_NOINLINE struct sq_cont_s *
@@ -111,8 +178,10 @@ _sq_cont_alloc_batch(void)
 		b = _sq_cont_outgoing;
 		if (b != NULL)
 			_sq_cont_outgoing = NULL;
-		else
-			b = sq_lifo_pop(&_sq_cont_batches, 0);
+		else if ((b = sq_lifo_pop(&_sq_cont_batches, 0)) != NULL)
+			_sq_cont_stalled = false; /* the workers move */
+		else if (_sq_cont_should_wait())
+			b = _sq_cont_wait_batch();
 		_sq_cont_taking = b;
 		if (b == NULL)
 			return _sq_cont_carve();

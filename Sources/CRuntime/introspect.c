@@ -228,6 +228,7 @@ _sq_introspect_unregister(struct sq_object_s *o)
 		__atomic_store_n(&moved->reg_slot, slot, __ATOMIC_RELAXED);
 		__atomic_store_n(&o->reg_slot, 0, __ATOMIC_RELAXED);
 	}
+	_sq_look_drop((struct sq_queue_s *)o); /* a queue's look, if any */
 	pthread_mutex_unlock(&_sq_registry.lock);
 }
 
@@ -291,7 +292,8 @@ static bool
 _sq_queue_has_queued(struct sq_queue_s *q)
 {
 	if (q->type == SQ_QUEUE_TYPE_CONCURRENT && __atomic_load_n(
-			&q->pending_barrier, __ATOMIC_RELAXED) != NULL)
+			&_sq_concurrent(q)->pending_barrier,
+					__ATOMIC_RELAXED) != NULL)
 		return true;
 	return __atomic_load_n(&q->stashed, __ATOMIC_RELAXED) != NULL ||
 			__atomic_load_n(&q->head.node.next, __ATOMIC_ACQUIRE) != NULL ||
@@ -307,7 +309,8 @@ _sq_queue_running(struct sq_queue_s *q)
 	int32_t n = __atomic_load_n(&q->phase, __ATOMIC_ACQUIRE) ==
 			SQ_DRAIN_TASK;
 	if (q->type == SQ_QUEUE_TYPE_CONCURRENT)
-		n += __atomic_load_n(&q->running, __ATOMIC_RELAXED);
+		n += __atomic_load_n(&_sq_concurrent(q)->running,
+				__ATOMIC_RELAXED);
 	return n;
 }
 
@@ -318,17 +321,21 @@ _sq_queue_look(struct sq_queue_s *q, uint64_t now)
 {
 	uint32_t count = __atomic_load_n(&q->pops, __ATOMIC_RELAXED);
 	if (!_sq_queue_has_queued(q)) {
-		q->look_since = 0;
-		q->look_reported = false;
+		_sq_look_drop(q);
 		return -1;
 	}
-	if (q->look_since == 0 || q->look_count != count) {
-		q->look_since = now;
-		q->look_count = count;
-		q->look_reported = false;
+	uint32_t now_ms = (uint32_t)(now / NSEC_PER_MSEC);
+	bool made;
+	struct sq_look_s *l = _sq_look_get(q, &made);
+	if (l == NULL)
+		return 0; /* no memory for a record: as if it just came */
+	if (made || l->count != count) {
+		l->since_ms = now_ms;
+		l->count = count;
+		l->reported = false;
 		return 0;
 	}
-	return (int64_t)((now - q->look_since) / NSEC_PER_MSEC);
+	return (int64_t)(uint32_t)(now_ms - l->since_ms);
 }
 
 /* Whether q cannot run now: it or a queue up its chain is suspended or
@@ -389,7 +396,8 @@ _sq_queue_walk(struct sq_queue_s *q, bool *capped)
 	if (__atomic_load_n(&q->stashed, __ATOMIC_ACQUIRE) != NULL)
 		n++;
 	if (q->type == SQ_QUEUE_TYPE_CONCURRENT && __atomic_load_n(
-			&q->pending_barrier, __ATOMIC_SEQ_CST) != NULL)
+			&_sq_concurrent(q)->pending_barrier,
+					__ATOMIC_SEQ_CST) != NULL)
 		n++; /* the barrier held back until the running tasks end */
 	return (int64_t)n;
 }
@@ -504,13 +512,15 @@ _sq_introspect_scan_waits(uint64_t now, uint64_t threshold,
 			q = (struct sq_queue_s *)_sq_registry.objects[i];
 		else
 			continue;
-		if (_sq_queue_look(q, now) < 0 || _sq_queue_held_up(q))
+		int64_t waited_ms = _sq_queue_look(q, now);
+		if (waited_ms < 0 || _sq_queue_held_up(q))
 			continue;
 		work = true;
-		uint64_t waited = now - q->look_since;
-		if (waited < threshold || q->look_reported)
+		uint64_t waited = (uint64_t)waited_ms * NSEC_PER_MSEC;
+		struct sq_look_s *l = _sq_look_find(q);
+		if (waited < threshold || l == NULL || l->reported)
 			continue;
-		q->look_reported = true;
+		l->reported = true;
 		_sq_sb_printf(report, "SwiftQueues: watchdog: work queued on "
 				"%s queue ", _sq_queue_kind(q));
 		_sq_sb_quote(report, _sq_object_label(q));

@@ -1,6 +1,7 @@
 /*
- * SwiftQueues — what introspect.c (descriptions, snapshots) and
- * watchdog.c (the watchdog, SQ_SNAPSHOT_SIGNAL) share. Not installed.
+ * SwiftQueues — what introspect.c (descriptions, snapshots),
+ * introspect_look.c (what looks last saw) and watchdog.c (the watchdog,
+ * SQ_SNAPSHOT_SIGNAL) share. Not installed.
  */
 #ifndef SWIFTQUEUES_INTROSPECT_INTERNAL_H
 #define SWIFTQUEUES_INTROSPECT_INTERNAL_H
@@ -18,6 +19,31 @@ _sq_coarse_ns(void)
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
 	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + (uint64_t)ts.tv_nsec;
 }
+
+/* ---- Looks: what the watchdog and snapshots last saw -----------------------
+ *
+ * For each queue seen with jobs waiting: since when (coarse monotonic ms,
+ * wrapping: a difference is right for waits under 49 days) the drain's
+ * pop count has not changed, that count, and whether the watchdog
+ * reported the wait. Kept in introspect_look.c, not in the queue, so a
+ * queue costs no bytes for it: only queues that have work waiting at a
+ * look have a record. An open-addressing table keyed by the queue's address (linear
+ * probing, deletion by shifting back), under the registry's lock; a
+ * queue's record goes when the queue leaves the registry, so a new queue
+ * at the same address starts with none. */
+struct sq_look_s {
+	struct sq_queue_s *queue; /* NULL: a free slot */
+	uint32_t since_ms;
+	uint32_t count;
+	bool reported;
+};
+
+/* q's record, or NULL. */
+SQ_INTERNAL struct sq_look_s *_sq_look_find(struct sq_queue_s *q);
+/* q's record, made if it has none (*made set; NULL: out of memory). */
+SQ_INTERNAL struct sq_look_s *_sq_look_get(struct sq_queue_s *q, bool *made);
+/* Drops q's record, if any (q leaves the registry). */
+SQ_INTERNAL void _sq_look_drop(struct sq_queue_s *q);
 
 /* ---- A growing string ------------------------------------------------- */
 

@@ -23,6 +23,8 @@
 #include "queue_internal.h"
 #include "trace_internal.h"
 
+#include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,26 +309,105 @@ sq_queue_create(const char *label, sq_queue_attr_t attr)
 	return sq_queue_create_with_target(label, attr, NULL);
 }
 
+/* ---- Labels in read-only memory ------------------------------------------
+ *
+ * A label in the program's own read-only segments (a string literal in the
+ * executable) is kept by pointer, as libdispatch keeps labels in immutable
+ * memory on Darwin: nothing can change it and it is never unmapped. Any
+ * other label (the heap, the stack, a shared library, which dlclose may
+ * unmap) is copied into the queue's allocation. The executable's segments
+ * are read once. */
+#define SQ_LABEL_RANGES 4
+
+static struct {
+	uintptr_t start[SQ_LABEL_RANGES];
+	uintptr_t end[SQ_LABEL_RANGES];
+	unsigned count;
+} _sq_label_ranges;
+static bool _sq_label_ranges_ready;
+static pthread_once_t _sq_label_ranges_once = PTHREAD_ONCE_INIT;
+
+/* The executable's read-only loadable segments, the adjacent ones merged
+ * into one range (the space between two is unmapped, so no label lies
+ * there; a writable segment ends a range). */
+static int
+_sq_label_ranges_add(struct dl_phdr_info *info, size_t size, void *unused)
+{
+	(void)size;
+	(void)unused;
+	bool open = false;
+	for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (ph->p_flags & PF_W) {
+			open = false;
+			continue;
+		}
+		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+		uintptr_t end = start + ph->p_memsz;
+		unsigned n = _sq_label_ranges.count;
+		if (open && start >= _sq_label_ranges.end[n - 1]) {
+			_sq_label_ranges.end[n - 1] = end;
+		} else if (n < SQ_LABEL_RANGES) {
+			_sq_label_ranges.start[n] = start;
+			_sq_label_ranges.end[n] = end;
+			_sq_label_ranges.count = n + 1;
+			open = true;
+		}
+	}
+	return 1; /* the first object is the executable: only that one */
+}
+
+static void
+_sq_label_ranges_read(void)
+{
+	dl_iterate_phdr(_sq_label_ranges_add, NULL);
+	/* Release: whoever sees the flag sees the ranges. */
+	__atomic_store_n(&_sq_label_ranges_ready, true, __ATOMIC_RELEASE);
+}
+
+static bool
+_sq_label_is_immutable(const char *label, size_t size)
+{
+	if (SQ_UNLIKELY(!__atomic_load_n(&_sq_label_ranges_ready,
+			__ATOMIC_ACQUIRE)))
+		pthread_once(&_sq_label_ranges_once, _sq_label_ranges_read);
+	uintptr_t a = (uintptr_t)label;
+	for (unsigned i = 0; i < _sq_label_ranges.count; i++)
+		if (a >= _sq_label_ranges.start[i] &&
+				a + size <= _sq_label_ranges.end[i])
+			return true;
+	return false;
+}
+
 sq_queue_t
 sq_queue_create_with_target(const char *label, sq_queue_attr_t attr,
 		sq_queue_t target)
 {
-	/* The label's copy goes at the end of the queue's own allocation:
-	 * one malloc, and no chunk of its own to round up. */
+	/* A concurrent queue's own fields follow the queue; then the label's
+	 * copy, if it needs one, in the same allocation: one malloc, and no
+	 * chunk of its own to round up. */
+	bool concurrent = attr && attr->concurrent;
+	size_t size = concurrent ? sizeof(struct sq_concurrent_s)
+			: sizeof(struct sq_queue_s);
 	size_t label_size = label != NULL ? strlen(label) + 1 : 0;
+	bool copy = label != NULL && !_sq_label_is_immutable(label,
+			label_size);
 	struct sq_queue_s *q = _sq_object_alloc(&_sq_queue_vtable,
-			sizeof(*q) + label_size);
+			size + (copy ? label_size : 0));
 	q->job.kind = SQ_JOB_QUEUE;
-	q->type = (attr && attr->concurrent) ? SQ_QUEUE_TYPE_CONCURRENT
-			: SQ_QUEUE_TYPE_SERIAL;
+	q->type = concurrent ? SQ_QUEUE_TYPE_CONCURRENT : SQ_QUEUE_TYPE_SERIAL;
 	q->state = (attr && attr->inactive) ? SQ_STATE_INACTIVE : 0;
 	q->serial_num = __atomic_add_fetch(&_sq_queue_serial_counter, 1,
 			__ATOMIC_RELAXED);
 	q->qos_root = attr ? attr->qos_root : SQ_ROOT_NONE;
 	q->qos_relpri = attr ? attr->relpri : 0;
 	q->override_root = SQ_ROOT_NONE;
-	if (label != NULL)
-		q->obj.label = memcpy(q + 1, label, label_size);
+	if (copy)
+		q->obj.label = memcpy((char *)q + size, label, label_size);
+	else
+		q->obj.label = (char *)label;
 	__cds_wfcq_init(&q->head, &q->tail);
 
 	if (target == NULL)
@@ -366,7 +447,7 @@ _sq_queue_dispose(struct sq_object_s *object)
 		sp = next;
 	}
 	struct sq_queue_s *target = q->obj.target;
-	q->obj.label = NULL; /* in the queue's allocation, if any */
+	q->obj.label = NULL; /* in the queue's allocation or read-only */
 	_sq_object_free(&q->obj);
 	_sq_release_internal(target);
 }
@@ -378,8 +459,10 @@ static bool
 _sq_queue_has_work(struct sq_queue_s *q)
 {
 	if (q->type == SQ_QUEUE_TYPE_CONCURRENT &&
-			__atomic_load_n(&q->pending_barrier, __ATOMIC_SEQ_CST))
-		return __atomic_load_n(&q->running, __ATOMIC_SEQ_CST) == 0;
+			__atomic_load_n(&_sq_concurrent(q)->pending_barrier,
+					__ATOMIC_SEQ_CST))
+		return __atomic_load_n(&_sq_concurrent(q)->running,
+				__ATOMIC_SEQ_CST) == 0;
 	return !_sq_queue_is_empty(q);
 }
 
@@ -1019,7 +1102,8 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 		if (!_sq_drain_may_pop(q))
 			break;
 
-		struct sq_cont_s *c = __atomic_load_n(&q->pending_barrier,
+		struct sq_cont_s *c = __atomic_load_n(
+				&_sq_concurrent(q)->pending_barrier,
 				__ATOMIC_SEQ_CST);
 		if (c == NULL) {
 			struct sq_job_s *job = _sq_queue_next(q);
@@ -1033,7 +1117,8 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 				c = (struct sq_cont_s *)job;
 			}
 		} else {
-			__atomic_store_n(&q->pending_barrier, NULL,
+			__atomic_store_n(&_sq_concurrent(q)->pending_barrier,
+					NULL,
 					__ATOMIC_SEQ_CST);
 		}
 
@@ -1042,17 +1127,20 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 			 * `running`; _sq_concurrent_item_done does the mirror
 			 * image (decrement, then look for a barrier), so the
 			 * last task to finish cannot miss it. */
-			__atomic_store_n(&q->pending_barrier, c,
+			__atomic_store_n(&_sq_concurrent(q)->pending_barrier, c,
 					__ATOMIC_SEQ_CST);
 			SQ_CHAOS_POINT();
-			if (__atomic_load_n(&q->running, __ATOMIC_SEQ_CST) != 0)
+			if (__atomic_load_n(&_sq_concurrent(q)->running,
+					__ATOMIC_SEQ_CST) != 0)
 				break;
-			__atomic_store_n(&q->pending_barrier, NULL,
+			__atomic_store_n(&_sq_concurrent(q)->pending_barrier,
+					NULL,
 					__ATOMIC_SEQ_CST);
 			_sq_drain_phase(q, SQ_DRAIN_TASK);
 			_sq_cont_invoke(c);
 			_sq_drain_phase(q, SQ_DRAIN_LOOP);
-			__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+			__atomic_sub_fetch(&_sq_concurrent(q)->barriers,
+					1, __ATOMIC_SEQ_CST);
 			continue;
 		}
 
@@ -1065,7 +1153,8 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 		}
 		c->job.flags |= SQ_CONT_FORWARDED;
 		c->queue = q;
-		__atomic_add_fetch(&q->running, 1, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(&_sq_concurrent(q)->running,
+				1, __ATOMIC_SEQ_CST);
 		_sq_retain_internal(q);
 		_sq_queue_push(target, &c->job);
 
@@ -1084,9 +1173,11 @@ _sq_queue_drain_concurrent(struct sq_queue_s *q)
 void
 _sq_concurrent_leave(struct sq_queue_s *q)
 {
-	int32_t n = __atomic_sub_fetch(&q->running, 1, __ATOMIC_SEQ_CST);
+	int32_t n = __atomic_sub_fetch(&_sq_concurrent(q)->running,
+			1, __ATOMIC_SEQ_CST);
 	SQ_CHAOS_POINT();
-	if (n == 0 && __atomic_load_n(&q->pending_barrier, __ATOMIC_SEQ_CST))
+	if (n == 0 && __atomic_load_n(&_sq_concurrent(q)->pending_barrier,
+			__ATOMIC_SEQ_CST))
 		_sq_queue_wakeup(q);
 }
 
@@ -1109,7 +1200,8 @@ _sq_async(const char *call, struct sq_queue_s *q, void *ctx,
 	_sq_queue_validate(call, q);
 	if (flags & SQ_CONT_BARRIER) {
 		if (q->type == SQ_QUEUE_TYPE_CONCURRENT)
-			__atomic_add_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+			__atomic_add_fetch(&_sq_concurrent(q)->barriers,
+					1, __ATOMIC_SEQ_CST);
 		else
 			flags &= ~SQ_CONT_BARRIER;
 	}
@@ -1227,7 +1319,25 @@ sq_queue_get_label(sq_queue_t queue)
 	return _sq_object_label(queue);
 }
 
-/* ---- Queue-specific data ------------------------------------------------ */
+/* ---- Queue-specific data ------------------------------------------------
+ *
+ * A queue's specifics are guarded by one of a few locks that queues share
+ * by address: a lock in each queue would cost every queue 4 bytes for a
+ * call few programs make. Each lock has a cache line of its own. */
+#define SQ_SPECIFIC_LOCKS 16
+
+static struct {
+	sq_spinlock_t lock;
+	char pad[SQ_CACHELINE - sizeof(sq_spinlock_t)];
+} _sq_specific_locks[SQ_SPECIFIC_LOCKS];
+
+static inline sq_spinlock_t *
+_sq_specific_lock(struct sq_queue_s *q)
+{
+	uintptr_t a = (uintptr_t)q;
+	return &_sq_specific_locks[((a >> 4) ^ (a >> 12)) %
+			SQ_SPECIFIC_LOCKS].lock;
+}
 
 void
 sq_queue_set_specific(sq_queue_t q, const void *key, void *ctx,
@@ -1255,7 +1365,7 @@ sq_queue_set_specific(sq_queue_t q, const void *key, void *ctx,
 		fresh->destructor = destructor;
 	}
 
-	sq_spinlock_lock(&q->specific_lock);
+	sq_spinlock_lock(_sq_specific_lock(q));
 	struct sq_specific_s **link = &q->specifics, *old = NULL;
 	for (; *link; link = &(*link)->next) {
 		if ((*link)->key == key) {
@@ -1268,7 +1378,7 @@ sq_queue_set_specific(sq_queue_t q, const void *key, void *ctx,
 		fresh->next = q->specifics;
 		q->specifics = fresh;
 	}
-	sq_spinlock_unlock(&q->specific_lock);
+	sq_spinlock_unlock(_sq_specific_lock(q));
 
 	/* The old value's destructor runs outside the lock. */
 	if (old) {
@@ -1285,14 +1395,14 @@ sq_queue_get_specific(sq_queue_t q, const void *key)
 	if (key == NULL || _sq_object_is_immortal(q))
 		return NULL;
 	void *ctx = NULL;
-	sq_spinlock_lock(&q->specific_lock);
+	sq_spinlock_lock(_sq_specific_lock(q));
 	for (struct sq_specific_s *sp = q->specifics; sp; sp = sp->next) {
 		if (sp->key == key) {
 			ctx = sp->ctx;
 			break;
 		}
 	}
-	sq_spinlock_unlock(&q->specific_lock);
+	sq_spinlock_unlock(_sq_specific_lock(q));
 	return ctx;
 }
 

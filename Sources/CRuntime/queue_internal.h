@@ -96,71 +96,84 @@ struct sq_specific_s {
 	sq_function_t destructor;
 };
 
+/*
+ * A queue: 136 bytes, then the label's copy, if any (a concurrent queue
+ * keeps 16 more between the two: struct sq_concurrent_s).
+ *
+ * The tasks are an MPSC list consumed only by the queue's one drainer:
+ * its head (written by the drainer) and its tail (written by producers)
+ * sit on separate cache lines by distance, not by alignment: queues come
+ * from malloc, which aligns to 16 bytes, not to a line. `head` starts a
+ * 16-byte slot (offset 64) and `tail` starts the slot a full line further
+ * on (static assert below): two 16-byte slots a line apart never share a
+ * line, whatever the allocation's offset within one. (Aligning the
+ * members to a line instead would pad the queue by up to two lines that
+ * malloc does not honour anyway.) The distance is not padding: it holds
+ * the drain marks, which the drainer writes next to the head, the queue's
+ * own job and the fields that are rarely touched. (What the runtime's
+ * looks last saw of a queue, for the watchdog, is kept apart, in
+ * introspect_look.c: only queues that have work waiting need it.)
+ */
 struct sq_queue_s {
 	struct sq_object_s obj; /* target and label live here */
-	struct sq_job_s job;    /* this queue as a job on its target */
-	uint32_t type;
-	int32_t root_index;   /* root queues: which priority */
-	/* The queue's own QoS class as a root index (SQ_ROOT_NONE: none) and
-	 * its relative priority, from its attribute; fixed at creation. */
-	uint8_t qos_root;
-	int8_t qos_relpri;
-	/* Raised (see "Overrides", queue.c): the root index its job goes to
-	 * while work of a higher class waits in it; SQ_ROOT_NONE when not
-	 * raised. Lowered by CAS, reset by the drainer that gives the queue
-	 * up empty. */
-	uint8_t override_root;
-	/* Serial queues: sync callers queued and waiting, who may take the
-	 * queue over (queue_sync.c, "Taking a queue over"). */
-	int32_t sync_waiters;
-	uint64_t state;       /* see SQ_STATE_* */
-
-	/* Concurrent queues: tasks started and not finished, barriers
-	 * submitted and not finished, and the barrier the drainer holds
-	 * back until `running` drops to zero. */
-	int32_t running;
-	int32_t barriers;
-	struct sq_cont_s *pending_barrier;
-
-	/* The tasks: MPSC, consumed only by the queue's one drainer. Head
-	 * and tail on separate cache lines: queues come from malloc, which
-	 * aligns to 16 bytes, not to a line, so the separation is by
-	 * distance. `head` starts a 16-byte slot (static assert below: keep
-	 * the members above it summing to a multiple of 16), and `tail`
-	 * starts the slot a full line further on: two 16-byte slots a line
-	 * apart never share a line, whatever the allocation's offset within
-	 * one. (Aligning the members to a line instead would pad the queue by
-	 * up to two lines that malloc does not honour anyway.) The distance
-	 * holds the drain marks, which the drainer writes next to the head,
-	 * and the fields that are rarely touched, instead of padding. */
+	uint64_t state;         /* see SQ_STATE_* */
 	struct __cds_wfcq_head head;
 	/* The drain marks (see "Drain marks"). */
 	uint32_t pops;
 	uint8_t phase;
-	bool look_reported;  /* the watchdog reported this wait */
+	uint8_t type;         /* enum sq_queue_type */
+	/* The queue's own QoS class as a root index (SQ_ROOT_NONE: none) and
+	 * its relative priority, from its attribute; fixed at creation. */
+	uint8_t qos_root;
+	int8_t qos_relpri;
+	struct sq_job_s job;  /* this queue as a job on its target */
 	/* A job the drainer took and found it must not run yet (the queue was
 	 * suspended in between): first in line for the next drain. Written
 	 * only by the drainer; read by anyone who asks whether the queue is
 	 * empty. */
 	struct sq_job_s *stashed;
-	struct sq_specific_s *specifics;
-	/* What the runtime's looks (snapshots, the watchdog) last saw: the
-	 * drain's pop count while jobs were queued, and since when (coarse
-	 * monotonic ns; 0: nothing queued). Under the registry's lock. */
-	uint64_t look_since;
-	uint32_t look_count;
+	struct sq_specific_s *specifics; /* under _sq_specific_lock(q) */
+	/* Serial queues: sync callers queued and waiting, who may take the
+	 * queue over (queue_sync.c, "Taking a queue over"). */
+	int32_t sync_waiters;
 	uint32_t serial_num;  /* for messages and debugging */
 	uint32_t trace_label; /* the label's number in traces, 0 until asked */
-	sq_spinlock_t specific_lock; /* guards specifics */
-	char tail_distance[8];
+	/* Raised (see "Overrides", queue.c): the root index its job goes to
+	 * while work of a higher class waits in it; SQ_ROOT_NONE when not
+	 * raised. Lowered by CAS, reset by the drainer that gives the queue
+	 * up empty. */
+	uint8_t override_root;
+	int8_t root_index;    /* root queues: which priority */
+	uint8_t spare[2];
 	struct cds_wfcq_tail tail;
-	/* The label's copy follows the queue in the same allocation. */
 };
 
 _Static_assert(__builtin_offsetof(struct sq_queue_s, head) % 16 == 0 &&
 		__builtin_offsetof(struct sq_queue_s, tail) -
 		__builtin_offsetof(struct sq_queue_s, head) == SQ_CACHELINE,
 		"a queue's head and tail must sit a cache line apart");
+#if defined(__LP64__)
+_Static_assert(sizeof(struct sq_queue_s) == 136,
+		"ARCHITECTURE.md, \"Object sizes\", states a queue's bytes");
+#endif
+
+/* A concurrent queue: what only a concurrent queue keeps follows the
+ * queue (a serial queue does without these 16 bytes): tasks started and
+ * not finished, barriers submitted and not finished, and the barrier the
+ * drainer holds back until `running` drops to zero. */
+struct sq_concurrent_s {
+	struct sq_queue_s q;
+	int32_t running;
+	int32_t barriers;
+	struct sq_cont_s *pending_barrier;
+};
+
+/* Only for a queue of type SQ_QUEUE_TYPE_CONCURRENT. */
+SQ_INLINE struct sq_concurrent_s *
+_sq_concurrent(struct sq_queue_s *q)
+{
+	return (struct sq_concurrent_s *)q;
+}
 
 /* ---- Drain marks --------------------------------------------------------
  *

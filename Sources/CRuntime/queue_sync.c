@@ -117,13 +117,15 @@ _sq_serial_give_back(struct sq_queue_s *q)
 static bool
 _sq_concurrent_try_enter(struct sq_queue_s *q)
 {
-	if (__atomic_load_n(&q->barriers, __ATOMIC_SEQ_CST) != 0 ||
+	if (__atomic_load_n(&_sq_concurrent(q)->barriers,
+			__ATOMIC_SEQ_CST) != 0 ||
 			!_sq_queue_is_empty(q))
 		return false;
-	__atomic_add_fetch(&q->running, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&_sq_concurrent(q)->running, 1, __ATOMIC_SEQ_CST);
 	SQ_CHAOS_POINT();
 	uint64_t s = __atomic_load_n(&q->state, __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&q->barriers, __ATOMIC_SEQ_CST) != 0 ||
+	if (__atomic_load_n(&_sq_concurrent(q)->barriers,
+			__ATOMIC_SEQ_CST) != 0 ||
 			(s & (SQ_STATE_INACTIVE | SQ_STATE_SUSPEND_MASK))) {
 		_sq_concurrent_leave(q);
 		return false;
@@ -136,19 +138,23 @@ _sq_concurrent_try_enter(struct sq_queue_s *q)
 static bool
 _sq_concurrent_try_take_barrier(struct sq_queue_s *q)
 {
-	if (__atomic_load_n(&q->barriers, __ATOMIC_SEQ_CST) != 0 ||
-			__atomic_load_n(&q->running, __ATOMIC_SEQ_CST) != 0)
+	if (__atomic_load_n(&_sq_concurrent(q)->barriers,
+			__ATOMIC_SEQ_CST) != 0 ||
+			__atomic_load_n(&_sq_concurrent(q)->running,
+					__ATOMIC_SEQ_CST) != 0)
 		return false;
-	__atomic_add_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&_sq_concurrent(q)->barriers, 1, __ATOMIC_SEQ_CST);
 	if (_sq_serial_try_take(q)) {
-		if (__atomic_load_n(&q->running, __ATOMIC_SEQ_CST) == 0 &&
+		if (__atomic_load_n(&_sq_concurrent(q)->running,
+				__ATOMIC_SEQ_CST) == 0 &&
 				_sq_queue_is_empty(q))
 			return true;
-		__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+		__atomic_sub_fetch(&_sq_concurrent(q)->barriers,
+				1, __ATOMIC_SEQ_CST);
 		_sq_serial_give_back(q);
 		return false;
 	}
-	__atomic_sub_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&_sq_concurrent(q)->barriers, 1, __ATOMIC_SEQ_CST);
 	_sq_queue_wakeup(q);
 	return false;
 }
@@ -162,7 +168,8 @@ _sq_sync_give_back(struct sq_queue_s **taken, bool *as_barrier, int count)
 		if (_sq_queue_is_serial(x)) {
 			_sq_serial_give_back(x);
 		} else if (as_barrier[count]) {
-			__atomic_sub_fetch(&x->barriers, 1, __ATOMIC_SEQ_CST);
+			__atomic_sub_fetch(&_sq_concurrent(x)->barriers,
+					1, __ATOMIC_SEQ_CST);
 			_sq_serial_give_back(x);
 		} else {
 			_sq_concurrent_leave(x);
@@ -663,7 +670,8 @@ _sq_sync(const char *call, struct sq_queue_s *q, void *ctx,
 	sc->barrier = barrier;
 	sc->traced = false;
 	if (barrier)
-		__atomic_add_fetch(&q->barriers, 1, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(&_sq_concurrent(q)->barriers,
+				1, __ATOMIC_SEQ_CST);
 	/* A serial queue on a root queue can be taken over by its waiting
 	 * callers ("Taking a queue over"). Counted before the push: see
 	 * _sq_queue_wakeup. */

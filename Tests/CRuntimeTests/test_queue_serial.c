@@ -171,6 +171,24 @@ test_labels(void)
 	memset(buffer, 'x', sizeof(buffer) - 1);
 	buffer[sizeof(buffer) - 1] = '\0';
 	CHECK(strcmp(sq_queue_get_label(q), "com.example.MyQueue") == 0);
+	CHECK(sq_queue_get_label(q) != buffer);
+
+	/* A string literal of the program's is kept by pointer, not copied
+	 * (it cannot change or go away), in serial and concurrent queues; a
+	 * static array that can change is copied. */
+	static const char literal[] = "com.example.literal";
+	static char writable[] = "com.example.writable";
+	sq_queue_t lit = sq_queue_create(literal, NULL);
+	sq_queue_t lit_c = sq_queue_create(literal, SQ_QUEUE_CONCURRENT);
+	sq_queue_t wr = sq_queue_create(writable, NULL);
+	writable[0] = 'X';
+	CHECK(sq_queue_get_label(lit) == literal);
+	CHECK(sq_queue_get_label(lit_c) == literal);
+	CHECK(sq_queue_get_label(wr) != writable);
+	CHECK(strcmp(sq_queue_get_label(wr), "com.example.writable") == 0);
+	sq_release(lit);
+	sq_release(lit_c);
+	sq_release(wr);
 
 	/* A NULL label reads as "". */
 	sq_queue_t anonymous = sq_queue_create(NULL, NULL);

@@ -248,7 +248,9 @@ sq_get_current_queue(void);
  * Creates a queue (dispatch_queue_create). A queue with pending tasks
  * stays alive until they have run, whatever its reference count.
  * \param label names the queue in thread names, debuggers and error
- *        messages; copied; may be NULL.
+ *        messages; copied, unless it lies in the program's read-only
+ *        memory (a string literal of the executable), which is kept by
+ *        pointer; may be NULL.
  * \param attr SQ_QUEUE_SERIAL (NULL), SQ_QUEUE_CONCURRENT, an inactive
  *        form, or a value from the sq_queue_attr_make_* calls.
  * \return a new queue; the caller owns one reference (sq_release).
