@@ -161,6 +161,7 @@ scenario(const char *name, enum scenario s)
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
+		sqt_failed = 0; /* the parent's count came along with fork */
 		alarm(120);
 		scenario_run(s);
 		fflush(NULL);
