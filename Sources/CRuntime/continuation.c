@@ -61,22 +61,28 @@
  *
  * The wait never runs a task and is bounded in total, so a program whose
  * workers wait for the submitter (a lock it holds, a semaphore it posts
- * after submitting) is slowed by 50 ms, never stalled: a wait that
- * sees no batch for SQ_CONT_WAIT_NS gives up and carves; after such a
- * time-out the thread does not wait again until it has taken a batch (the
- * workers moved), and after SQ_CONT_STALLS time-outs it never waits again.
- * A thread thus loses at most SQ_CONT_STALLS * SQ_CONT_WAIT_NS to waits
- * that found the workers not moving. Workers never wait (they run the
- * backlog), nor does a thread inside a task (a sync body, the main
- * queue's task), which some task may be waiting for.
+ * after submitting), or whose tasks are slow, is slowed a little, never
+ * stalled. A thread keeps a debt of the time it waited: each batch it
+ * waited for pays back SQ_CONT_WAIT_PER_TASK_NS per continuation in it
+ * (the workers moved that much), and the thread waits only while its debt
+ * is under SQ_CONT_DEBT_NS. A wait that sees no batch for SQ_CONT_WAIT_NS
+ * gives up and carves, and the thread does not wait again until it has
+ * taken a batch. So waits cost a thread at most SQ_CONT_DEBT_NS plus
+ * SQ_CONT_WAIT_PER_TASK_NS per task the workers finished meanwhile: a
+ * fan-out waits a little while the workers keep up, and a thread whose
+ * workers crawl (1 ms tasks: a batch every 30 ms) or stand still goes
+ * on after 200 ms. Workers never wait (they run the backlog), nor does a
+ * thread inside a task (a sync body, the main queue's task), which some
+ * task may be waiting for.
  */
 #define SQ_CONT_AHEAD (32u * 1024u)
 #define SQ_CONT_WAIT_NS 50000000ull    /* 50 ms with no batch: a time-out */
 #define SQ_CONT_WAIT_STEP_NS 20000l    /* 20 us (+ the timer slack) */
-#define SQ_CONT_STALLS 4u
+#define SQ_CONT_DEBT_NS 200000000ull   /* 200 ms */
+#define SQ_CONT_WAIT_PER_TASK_NS 5000ull /* paid back per continuation */
 
 static unsigned long _sq_cont_made; /* continuations carved so far */
-static SQ_TLS uint8_t _sq_cont_stalls;   /* this thread's time-outs */
+static SQ_TLS uint64_t _sq_cont_debt;    /* ns waited, less paid back */
 static SQ_TLS bool _sq_cont_stalled;     /* last wait timed out */
 
 struct sq_cont_batch_s {
@@ -143,7 +149,17 @@ _sq_cont_should_wait(void)
 	return __atomic_load_n(&_sq_cont_made, __ATOMIC_RELAXED) >=
 			SQ_CONT_AHEAD && _sq_self == NULL &&
 			_sq_current_frame == NULL && !_sq_cont_stalled &&
-			_sq_cont_stalls < SQ_CONT_STALLS;
+			_sq_cont_debt < SQ_CONT_DEBT_NS;
+}
+
+/* A batch the workers gave back: they moved, which pays back some of the
+ * time this thread waited. */
+static inline void
+_sq_cont_paid(const struct sq_cont_batch_s *b)
+{
+	uint64_t paid = (uint64_t)b->count * SQ_CONT_WAIT_PER_TASK_NS;
+	_sq_cont_debt = _sq_cont_debt > paid ? _sq_cont_debt - paid : 0;
+	_sq_cont_stalled = false;
 }
 
 /* Sleeps until a batch is on the shared stack and takes it, or gives up
@@ -151,16 +167,20 @@ _sq_cont_should_wait(void)
 static SQ_NOINLINE struct sq_cont_batch_s *
 _sq_cont_wait_batch(void)
 {
-	uint64_t deadline = _sq_monotonic_ns() + SQ_CONT_WAIT_NS;
+	uint64_t start = _sq_monotonic_ns();
 	for (;;) {
 		struct timespec step = { 0, SQ_CONT_WAIT_STEP_NS };
 		nanosleep(&step, NULL);
 		struct sq_cont_batch_s *b = sq_lifo_pop(&_sq_cont_batches, 0);
-		if (b != NULL)
+		uint64_t waited = _sq_monotonic_ns() - start;
+		if (b != NULL) {
+			_sq_cont_debt += waited;
+			_sq_cont_paid(b);
 			return b;
-		if (_sq_monotonic_ns() >= deadline) {
+		}
+		if (waited >= SQ_CONT_WAIT_NS) {
 			_sq_cont_stalled = true;
-			_sq_cont_stalls++;
+			_sq_cont_debt += waited;
 			return NULL;
 		}
 	}
@@ -179,7 +199,7 @@ _sq_cont_alloc_batch(void)
 		if (b != NULL)
 			_sq_cont_outgoing = NULL;
 		else if ((b = sq_lifo_pop(&_sq_cont_batches, 0)) != NULL)
-			_sq_cont_stalled = false; /* the workers move */
+			_sq_cont_paid(b); /* the workers move */
 		else if (_sq_cont_should_wait())
 			b = _sq_cont_wait_batch();
 		_sq_cont_taking = b;

@@ -12,6 +12,9 @@
  *              submitted all 1M;
  *   sq sem     the same with an sq_semaphore (a wait the runtime sees:
  *              it starts more workers, which block too);
+ *   slow       every task sleeps 200 us until all are submitted: the
+ *              workers give continuations back, but slowly (a wait that
+ *              ends with a batch still counts against the bound);
  *   memory     1M short tasks (about 1 us) from one thread: the peak
  *              memory stays far below what 1M pending tasks take
  *              (48 MB), because the submitter does not run that far
@@ -94,7 +97,21 @@ task_short(void *ctx)
 	note_thread();
 }
 
-enum scenario { LOCK, POSIX_SEM, SQ_SEM, MEMORY };
+/* 200 us while `slow` is set: the workers crawl (a batch of
+ * continuations back every few milliseconds, each wait for one shorter
+ * than a time-out), but they do move. */
+static atomic_bool slow;
+
+static void
+task_slow(void *ctx)
+{
+	(void)ctx;
+	if (atomic_load(&slow))
+		usleep(200);
+	note_thread();
+}
+
+enum scenario { LOCK, POSIX_SEM, SQ_SEM, SLOW, MEMORY };
 
 static long
 peak_rss_kib(void)
@@ -112,7 +129,8 @@ scenario_run(enum scenario s)
 	sq_queue_t q = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 	sq_group_t g = sq_group_create();
 	sq_function_t task = s == LOCK ? task_lock : s == POSIX_SEM
-			? task_posix_sem : s == SQ_SEM ? task_sq_sem : task_short;
+			? task_posix_sem : s == SQ_SEM ? task_sq_sem : s == SLOW
+			? task_slow : task_short;
 	submitter = pthread_self();
 	sem_init(&posix_sem, 0, 0);
 	sq_sem = sq_semaphore_create(0);
@@ -126,12 +144,14 @@ scenario_run(enum scenario s)
 
 	if (s == LOCK)
 		pthread_mutex_lock(&lock);
+	atomic_store(&slow, s == SLOW);
 	uint64_t t0 = sqt_now_ns();
 	for (long i = 0; i < TASKS; i++)
 		sq_group_async_f(g, q, NULL, task);
 	uint64_t submit_ns = sqt_now_ns() - t0;
 	if (s == LOCK)
 		pthread_mutex_unlock(&lock);
+	atomic_store(&slow, false);
 	for (long i = 0; s == POSIX_SEM && i < TASKS; i++)
 		sem_post(&posix_sem);
 	for (long i = 0; s == SQ_SEM && i < TASKS; i++)
@@ -181,6 +201,7 @@ main(void)
 	scenario("lock held by the submitter", LOCK);
 	scenario("POSIX semaphore posted after submitting", POSIX_SEM);
 	scenario("sq_semaphore signalled after submitting", SQ_SEM);
+	scenario("slow tasks (200 us each while submitting)", SLOW);
 	scenario("fan-out memory", MEMORY);
 	return sqt_finish("test_submit_ahead");
 }
