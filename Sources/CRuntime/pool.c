@@ -238,7 +238,7 @@ _sq_root_pop(int index)
 static struct sq_job_s *
 _sq_roots_pop(struct sq_worker_s *w, int *root)
 {
-	return _sq_take_by_class(NULL, _sq_take_closed(w), root);
+	return _sq_take_by_class(NULL, _sq_take_stop(w), root);
 }
 
 bool
@@ -373,8 +373,7 @@ _sq_thread_create(const pthread_attr_t *attr, void *(*main)(void *),
 	 * (pool_class.c). (One running higher work hands its head start
 	 * on: a worker started for that work gets a CPU sooner.) */
 	struct sq_worker_s *w = _sq_self;
-	if (SQ_UNLIKELY(w != NULL && (w->nice > _sq_pool.base_nice ||
-			w->sched_idle || w->io_idle)))
+	if (SQ_UNLIKELY(w != NULL && _sq_worker_lowered(w)))
 		return _sq_thread_create_at_base(w, attr, main, arg);
 	return _sq_thread_create_here(attr, main, arg);
 }
@@ -594,8 +593,7 @@ _sq_pool_notify_root(int root)
 	 * "Taking within the width"). Seq-cst loads of the counts, after the
 	 * enqueue: a worker that stops running counts itself out, then
 	 * looks at the queues before it parks. */
-	if (root < SQ_ROOT_COUNT &&
-			SQ_CLASS_CLOSED(_sq_take_closed(NULL), root)) {
+	if (root < SQ_ROOT_COUNT && _sq_take_stop(NULL) <= root) {
 		_sq_monitor_kick();
 		return;
 	}
@@ -803,21 +801,20 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 	struct sq_job_s *job;
 	if (++w->tick % 61 == 0 && (job = _sq_roots_pop(w, root)))
 		return job;
-	/* The classes w may start a job of ("Taking within the width",
-	 * pool_class.c). */
-	unsigned closed = _sq_take_closed(w);
+	int stop = _sq_take_stop(w); /* "Taking within the width" */
 	/* Our own ring first, unless higher work waits elsewhere
 	 * ("Precedence", pool_class.c). */
 	if (!_sq_ring_empty(&w->ring)) {
 		int own = w->ring_root;
-		if (!SQ_CLASS_CLOSED(closed, own) &&
-				_sq_best_waiting(own) == own) {
-			if ((job = _sq_take_aged(w, closed, own, root)))
+		if (own < stop && _sq_best_waiting(own) == own) {
+			/* Aging's turns (one look in 16 at most). */
+			if (w->tick % 16 == 15 &&
+					(job = _sq_take_aged(w, stop, own, root)))
 				return job;
 			uintptr_t entry = _sq_ring_pop(&w->ring);
 			if (entry)
 				return _sq_entry_job(entry, root);
-		} else if ((job = _sq_take_by_class(w, closed, root))) {
+		} else if ((job = _sq_take_by_class(w, stop, root))) {
 			return job;
 		}
 	}
@@ -835,11 +832,11 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 			!= 0;
 	if (blocked && (job = _sq_take_blocked(w, root, false)))
 		return job;
-	if ((job = _sq_take_by_class(w, closed, root)))
+	if ((job = _sq_take_by_class(w, stop, root)))
 		return job;
 	if (blocked && (job = _sq_take_blocked(w, root, true)))
 		return job;
-	return _sq_steal_open(w, closed, root);
+	return _sq_steal_above(w, stop, root);
 }
 
 /* The next job for w; `*handoff` tells whether it came from w's own slot. */
@@ -922,7 +919,7 @@ _sq_find_bound_work(struct sq_worker_s *w, int *root, bool *handoff)
 		/* Not its class (it cannot be, see above): to the roots. */
 		_sq_root_push(*root, job);
 	}
-	return _sq_take_by_class(w, _sq_take_closed(w), root);
+	return _sq_take_by_class(w, _sq_take_stop(w), root);
 }
 
 /* Gives a bound worker's thread back. Returns false if it must stay (the
@@ -1049,9 +1046,8 @@ _sq_worker_park(struct sq_worker_s *w)
 		return true;
 	/* Work waits that w may not take: if a worker that holds it back
 	 * sleeps where only the monitor would see it, it no longer counts,
-	 * and w takes the work now (pool_monitor.c). The counts first: with
-	 * no class closed to w, the queues' scan is not needed. */
-	if (_sq_take_closed(w) != 0 && _sq_pool_has_work_in(true) &&
+	 * and w takes the work now (pool_monitor.c). The counts first. */
+	if (_sq_take_stop(w) < SQ_ROOT_COUNT && _sq_pool_has_work_in(true) &&
 			!_sq_pool_has_takeable(w) &&
 			_sq_pool_mark_sleeping_runners(w) &&
 			_sq_pool_has_takeable(w)) {
@@ -1105,12 +1101,10 @@ _sq_worker_park(struct sq_worker_s *w)
 	if (_sq_monotonic_ns() - w->woken_at < SQ_YIELD_WINDOW_NS)
 		sched_yield();
 	SQ_CHAOS_POINT();
-	/* A lower class's values go before the wait (woken for higher work,
-	 * a worker must not wait for a CPU at a low priority: 2.6 ms median
-	 * behind a background batch); a higher class's stay, so that woken
-	 * for it again the worker preempts at once with no system call (reset,
-	 * a background thread cut into its next job, PRIORITIES.md). */
-	if (w->nice > _sq_pool.base_nice || w->sched_idle || w->io_idle)
+	/* A lower class's values go before the wait (2.6 ms median from wake
+	 * to job behind a background batch otherwise); a higher class's stay:
+	 * woken for it again, the worker preempts at once (PRIORITIES.md). */
+	if (_sq_worker_lowered(w))
 		_sq_worker_set_class_nice(w, SQ_ROOT_DEFAULT);
 	/* Before the idle list: a record (the first of a trace takes a lock
 	 * and maps a ring) is not time spent counted as idle. */

@@ -108,26 +108,30 @@ _sq_take_overcommit(int r, int *root)
 	return job;
 }
 
-static bool _sq_aging_may_take(const struct sq_worker_s *self,
-		unsigned closed, int r);
+static bool _sq_aging_may_take(const struct sq_worker_s *self, int stop,
+		int r);
+
+/* Aging's turn for look number c: one look in 16 starts with UTILITY, one
+ * in 64 with BACKGROUND (-1: none). */
+static inline int
+_sq_aging_first(uint32_t c)
+{
+	return c % 64 == 63 ? SQ_ROOT_BACKGROUND : c % 16 == 15 ? SQ_ROOT_LOW :
+			-1;
+}
 
 /* Takes by class, highest first, with aging; self's own ring counts as
- * its `ring_root` class (NULL self: roots only). Only classes not in
- * `closed` (_sq_take_closed), but overcommit jobs of any class. */
+ * its `ring_root` class (NULL self: roots only). Only classes above
+ * `stop` (_sq_take_stop), but overcommit jobs of any class. */
 struct sq_job_s *
-_sq_take_by_class(struct sq_worker_s *self, unsigned closed, int *root)
+_sq_take_by_class(struct sq_worker_s *self, int stop, int *root)
 {
-	uint32_t c = __atomic_fetch_add(&_sq_pool.pop_counter, 1,
-			__ATOMIC_RELAXED);
-	int first = -1;
-	if (c % 64 == 63)
-		first = SQ_ROOT_BACKGROUND;
-	else if (c % 16 == 15)
-		first = SQ_ROOT_LOW;
+	int first = _sq_aging_first(__atomic_fetch_add(&_sq_pool.pop_counter,
+			1, __ATOMIC_RELAXED));
 	/* A bound worker takes only the classes its thread may run. */
 	int top = self != NULL ? self->bound : 0;
 	struct sq_job_s *job;
-	if (first >= top && _sq_aging_may_take(self, closed, first) &&
+	if (first >= top && _sq_aging_may_take(self, stop, first) &&
 			(job = _sq_take_root(self, first, root)))
 		return job;
 	int own = self != NULL && !_sq_ring_empty(&self->ring) ?
@@ -135,7 +139,7 @@ _sq_take_by_class(struct sq_worker_s *self, unsigned closed, int *root)
 	for (int r = top; r < SQ_ROOT_COUNT; r++) {
 		if ((job = _sq_take_overcommit(r, root)))
 			return job;
-		if (SQ_CLASS_CLOSED(closed, r))
+		if (r >= stop)
 			continue;
 		if (r == own) {
 			uintptr_t entry = _sq_ring_pop(&self->ring);
@@ -149,18 +153,16 @@ _sq_take_by_class(struct sq_worker_s *self, unsigned closed, int *root)
 }
 
 /* Aging for a worker about to take from its own ring (which
- * _sq_take_by_class's turns do not see): one look in 16 starts with
- * UTILITY, one in 64 with BACKGROUND, when that class is below the ring's
- * (and open, or run by nobody). A worker that resubmits its own work keeps its ring full;
- * without this, a class below it waited for as long as it went on. */
+ * _sq_take_by_class's turns do not see), by its own look count, when the
+ * turn's class is below the ring's. A worker that resubmits its own work
+ * keeps its ring full; without this, a class below it waited for as long
+ * as it went on. */
 struct sq_job_s *
-_sq_take_aged(struct sq_worker_s *self, unsigned closed, int own, int *root)
+_sq_take_aged(struct sq_worker_s *self, int stop, int own, int *root)
 {
-	uint32_t t = self->tick;
-	int first = t % 64 == 63 ? SQ_ROOT_BACKGROUND :
-			t % 16 == 15 ? SQ_ROOT_LOW : -1;
+	int first = _sq_aging_first(self->tick);
 	if (first <= own || first < self->bound ||
-			!_sq_aging_may_take(self, closed, first))
+			!_sq_aging_may_take(self, stop, first))
 		return NULL;
 	return _sq_take_root(self, first, root);
 }
@@ -188,15 +190,13 @@ _sq_steal(struct sq_worker_s *self, int r, int *root)
 	return NULL;
 }
 
-/* A job from another worker's ring that holds a class not in `closed`. */
+/* A job from another worker's ring that holds a class above `stop`. */
 struct sq_job_s *
-_sq_steal_open(struct sq_worker_s *self, unsigned closed, int *root)
+_sq_steal_above(struct sq_worker_s *self, int stop, int *root)
 {
-	if (closed == 0)
+	if (stop >= SQ_ROOT_COUNT)
 		return _sq_steal(self, SQ_ROOT_COUNT, root);
-	for (int r = 0; r < SQ_ROOT_COUNT; r++) {
-		if (SQ_CLASS_CLOSED(closed, r))
-			continue;
+	for (int r = 0; r < stop; r++) {
 		struct sq_job_s *job = _sq_steal(self, r, root);
 		if (job)
 			return job;
@@ -240,13 +240,13 @@ _sq_steal_open(struct sq_worker_s *self, unsigned closed, int *root)
  * idle worker, which may now take the job (pool_monitor.c).
  */
 
-/* The classes whose jobs `self` (NULL: a submitter) may not start, a bit
- * per class: from the first class below DEFAULT at which `width` other
- * workers, not blocked, run that class or a higher one, down. Seq-cst
- * loads (see above). The blocked ones are subtracted from the top: a hint
- * that errs towards taking. */
-unsigned
-_sq_take_closed(const struct sq_worker_s *self)
+/* The first class whose jobs `self` (NULL: a submitter) may not start:
+ * the first class below DEFAULT at which `width` other workers, not
+ * blocked, run that class or a higher one; SQ_ROOT_COUNT when none.
+ * Seq-cst loads (see above). The blocked ones are subtracted from the
+ * top: a hint that errs towards taking. */
+int
+_sq_take_stop(const struct sq_worker_s *self)
 {
 	int32_t running = -__atomic_load_n(&_sq_pool.nblocked,
 			__ATOMIC_SEQ_CST);
@@ -255,9 +255,9 @@ _sq_take_closed(const struct sq_worker_s *self)
 		running += __atomic_load_n(&_sq_pool.busy[r],
 				__ATOMIC_SEQ_CST) - (r == counted);
 		if (r > SQ_ROOT_DEFAULT && running >= _sq_pool.width)
-			return ~0u << r;
+			return r;
 	}
-	return 0;
+	return SQ_ROOT_COUNT;
 }
 
 /* Whether aging's turn may start a job of class r: it is open, or nobody
@@ -265,9 +265,9 @@ _sq_take_closed(const struct sq_worker_s *self)
  * it never starves behind higher work on every worker (it waited for as
  * long as that work lasted); a class that has a runner waits for it. */
 static bool
-_sq_aging_may_take(const struct sq_worker_s *self, unsigned closed, int r)
+_sq_aging_may_take(const struct sq_worker_s *self, int stop, int r)
 {
-	if (!SQ_CLASS_CLOSED(closed, r))
+	if (r < stop)
 		return true;
 	int32_t here = __atomic_load_n(&_sq_pool.busy[r], __ATOMIC_SEQ_CST);
 	return here - (self != NULL && self->busy_root == r) <= 0;
@@ -275,18 +275,17 @@ _sq_aging_may_take(const struct sq_worker_s *self, unsigned closed, int r)
 
 /* Whether work waits that `self` (NULL: any looker) may take: an
  * overcommit job, a job in a next-job slot (unless a guard watches the
- * slots) or behind a blocked worker, or a job of a class not in
- * _sq_take_closed in a root queue or a ring. A parking worker's last look;
+ * slots) or behind a blocked worker, or a job of a class above
+ * _sq_take_stop in a root queue or a ring. A parking worker's last look;
  * seq-cst loads after its seq-cst count-out and its leaving the
  * searchers. */
 bool
 _sq_pool_has_takeable(const struct sq_worker_s *self)
 {
-	unsigned closed = _sq_take_closed(self);
+	int stop = _sq_take_stop(self);
 	for (int r = 0; r < SQ_ROOT_COUNT; r++) {
 		struct sq_root_rq_s *oc = &_sq_pool.roots[SQ_ROOT_COUNT + r];
-		if (!cds_wfcq_empty(&oc->head, &oc->tail) ||
-				(!SQ_CLASS_CLOSED(closed, r) &&
+		if (!cds_wfcq_empty(&oc->head, &oc->tail) || (r < stop &&
 				!cds_wfcq_empty(&_sq_pool.roots[r].head,
 				&_sq_pool.roots[r].tail)))
 			return true;
@@ -304,9 +303,8 @@ _sq_pool_has_takeable(const struct sq_worker_s *self)
 		if ((slots || blocked) && __atomic_load_n(&w->next,
 				__ATOMIC_SEQ_CST))
 			return true;
-		if (!_sq_ring_empty(&w->ring) && (blocked ||
-				!SQ_CLASS_CLOSED(closed, __atomic_load_n(
-				&w->ring_root, __ATOMIC_SEQ_CST))))
+		if (!_sq_ring_empty(&w->ring) && (blocked || __atomic_load_n(
+				&w->ring_root, __ATOMIC_SEQ_CST) < stop))
 			return true;
 	}
 	return false;

@@ -184,6 +184,14 @@ struct sq_pool_s {
 /* The pool, one per process (pool.c). */
 SQ_INTERNAL extern struct sq_pool_s _sq_pool;
 
+/* Whether w runs at a lower class's values: a nice value above the
+ * program's, SCHED_IDLE or the idle I/O class (pool_class.c). */
+static inline bool
+_sq_worker_lowered(const struct sq_worker_s *w)
+{
+	return w->nice > _sq_pool.base_nice || w->sched_idle || w->io_idle;
+}
+
 enum {
 	SQ_MONITOR_NONE = 0,     /* not started, or refused a thread */
 	SQ_MONITOR_STARTING = 1, /* a thread is creating it */
@@ -328,7 +336,7 @@ _sq_worker_count_class(struct sq_worker_s *w, int r)
 				__ATOMIC_SEQ_CST);
 	if (r < SQ_ROOT_COUNT)
 		__atomic_add_fetch(&_sq_pool.busy[r], 1, __ATOMIC_SEQ_CST);
-	/* Relaxed atomic: other workers read it (_sq_take_closed's caller
+	/* Relaxed atomic: other workers read it (_sq_take_stop's caller
 	 * passes only itself, but the runners' look in pool_monitor.c
 	 * reads any worker's). */
 	__atomic_store_n(&w->busy_root, (uint8_t)r, __ATOMIC_RELAXED);
@@ -371,17 +379,15 @@ SQ_INTERNAL void _sq_pool_wake_sleeper(void);
 /* pool_class.c: taking by class, stealing, room for a higher class, the
  * classes' CPU priorities. */
 SQ_INTERNAL struct sq_job_s *_sq_take_by_class(struct sq_worker_s *self,
-		unsigned closed, int *root);
+		int stop, int *root);
 SQ_INTERNAL struct sq_job_s *_sq_steal(struct sq_worker_s *self, int r,
 		int *root);
 SQ_INTERNAL struct sq_job_s *_sq_take_aged(struct sq_worker_s *self,
-		unsigned closed, int own, int *root);
-SQ_INTERNAL struct sq_job_s *_sq_steal_open(struct sq_worker_s *self,
-		unsigned closed, int *root);
+		int stop, int own, int *root);
+SQ_INTERNAL struct sq_job_s *_sq_steal_above(struct sq_worker_s *self,
+		int stop, int *root);
 SQ_INTERNAL bool _sq_pool_class_room(int r);
-SQ_INTERNAL unsigned _sq_take_closed(const struct sq_worker_s *self);
-/* Whether class r is in a mask of _sq_take_closed's. */
-#define SQ_CLASS_CLOSED(closed, r) ((((closed) >> (r)) & 1u) != 0)
+SQ_INTERNAL int _sq_take_stop(const struct sq_worker_s *self);
 SQ_INTERNAL bool _sq_pool_has_takeable(const struct sq_worker_s *self);
 SQ_INTERNAL void _sq_worker_set_class_nice(struct sq_worker_s *w, int root);
 SQ_INTERNAL void _sq_worker_before_look(struct sq_worker_s *w);
