@@ -36,17 +36,41 @@
  *             the chain runs until a task submitted to a global queue
  *             stops it (the chain must not starve it)
  *
+ * A round's verdict is progress, not speed: under CPU contention a chaos
+ * build runs a hop chain 50x slower than on a quiet machine, so a round
+ * fails when it has stopped moving for ROUND_TIMEOUT_MS (no round finished,
+ * no hop run), and the parent kills a child that has reported no progress
+ * for STALL_S seconds (each round reports through a pipe).
+ *
  * SQT_MATRIX_SCALE (percent, default 100) scales the rounds; SQT_MATRIX_WIDTHS
  * ("1 2 3 4 8 16") picks the widths. Chaos builds (-DSQ_CHAOS) run the same
  * scenarios with random delays injected into the protocol's steps.
  */
 #include "queue_helpers.h"
 
+#include <fcntl.h>
 #include <spawn.h>
 
 extern char **environ;
 
 #define ROUND_TIMEOUT_MS 8000u
+/* The parent's verdict: a child silent this long is hung. */
+#define STALL_S 120u
+
+/* The write end of the progress pipe in the child (-1: none). */
+static int progress_fd = -1;
+
+/* One byte to the parent: the child is moving. A full pipe (the parent
+ * drains it every 20 ms) loses the byte, which is harmless. */
+static void
+progress(void)
+{
+	if (progress_fd >= 0) {
+		char b = 0;
+		ssize_t n = write(progress_fd, &b, 1);
+		(void)n;
+	}
+}
 
 static unsigned scale_percent = 100;
 
@@ -87,6 +111,7 @@ spin_us(unsigned us)
 static void
 idle_gap(void)
 {
+	progress();
 	uint32_t r = rnd(100);
 	if (r < 40)
 		return;
@@ -511,7 +536,17 @@ scenario_hops(void)
 			sq_async_f(random_global(), &h, hop_stopper);
 			stopped++;
 		}
-		if (!sqt_sem_wait_ms(&h.done, ROUND_TIMEOUT_MS)) {
+		/* A chain that is still hopping is not stalled, however slow
+		 * (a stopped chain must stop within the timeout: that is the
+		 * slots' guard letting the stopper run). */
+		int seen = atomic_load(&h.left);
+		bool finished;
+		while (!(finished = sqt_sem_wait_ms(&h.done, ROUND_TIMEOUT_MS)) &&
+				!h.until_stopped && atomic_load(&h.left) != seen) {
+			seen = atomic_load(&h.left);
+			progress();
+		}
+		if (!finished) {
 			fprintf(stderr, "hops: round %d (%s) stalled with %d "
 					"hops left\n", i, h.until_stopped ?
 					"until stopped" : h.block_at >= 0 ?
@@ -675,39 +710,54 @@ run_child(void)
 }
 
 /* Runs this program as a child with the given width and net setting;
- * true if it passed within `limit_s` seconds. */
+ * true if it passed, and never silent for `stall_s` seconds on end. */
 static bool
-run_width(int width, bool net, unsigned limit_s)
+run_width(int width, bool net, unsigned stall_s)
 {
 	char self[4096];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (n <= 0)
 		return false;
 	self[n] = '\0';
-	char w[16];
+	int fds[2];
+	if (pipe2(fds, O_NONBLOCK) != 0)
+		return false;
+	fcntl(fds[0], F_SETFD, FD_CLOEXEC);
+	char w[16], fd[16];
 	snprintf(w, sizeof(w), "%d", width);
+	snprintf(fd, sizeof(fd), "%d", fds[1]);
 	setenv("SQT_MATRIX_CHILD", "1", 1);
+	setenv("SQT_MATRIX_PROGRESS_FD", fd, 1);
 	setenv("SQ_WORKERS", w, 1);
 	setenv("SQ_MONITOR_NET", net ? "1" : "0", 1);
 	char *argv[] = { self, NULL };
 	pid_t pid;
-	if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0)
+	int spawned = posix_spawn(&pid, self, NULL, NULL, argv, environ);
+	close(fds[1]);
+	if (spawned != 0) {
+		close(fds[0]);
 		return false;
-	uint64_t deadline = sqt_now_ns() + (uint64_t)limit_s * 1000000000ull;
+	}
+	uint64_t last = sqt_now_ns();
 	int status = 0;
 	for (;;) {
 		pid_t r = waitpid(pid, &status, WNOHANG);
 		if (r == pid)
 			break;
-		if (sqt_now_ns() > deadline) {
-			fprintf(stderr, "width %d: hung for %u s, killed\n",
-					width, limit_s);
+		char buf[256];
+		if (read(fds[0], buf, sizeof(buf)) > 0)
+			last = sqt_now_ns();
+		if (sqt_now_ns() - last > (uint64_t)stall_s * 1000000000ull) {
+			fprintf(stderr, "width %d: no progress for %u s, "
+					"killed\n", width, stall_s);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
+			close(fds[0]);
 			return false;
 		}
 		sqt_sleep_ms(20);
 	}
+	close(fds[0]);
 	if (WIFSIGNALED(status))
 		fprintf(stderr, "width %d: child killed by signal %d\n", width,
 				WTERMSIG(status));
@@ -720,8 +770,12 @@ main(void)
 	const char *s = getenv("SQT_MATRIX_SCALE");
 	if (s && atoi(s) > 0)
 		scale_percent = (unsigned)atoi(s);
-	if (getenv("SQT_MATRIX_CHILD"))
+	if (getenv("SQT_MATRIX_CHILD")) {
+		const char *fd = getenv("SQT_MATRIX_PROGRESS_FD");
+		if (fd != NULL)
+			progress_fd = atoi(fd);
 		return run_child();
+	}
 
 	const char *list = getenv("SQT_MATRIX_WIDTHS");
 	if (list == NULL || *list == '\0')
@@ -734,7 +788,7 @@ main(void)
 		if (width < 1)
 			continue;
 		for (int net = 0; net <= 1; net++) {
-			bool ok = run_width(width, net, SQT_TSAN ? 900 : 300);
+			bool ok = run_width(width, net, SQT_TSAN ? 3 * STALL_S : STALL_S);
 			if (!ok)
 				fprintf(stderr, "FAIL width %d, net %s\n",
 						width, net ? "on" : "off");
