@@ -188,11 +188,15 @@ cnode_run(void *ctx)
 #else
 	c->group = GCREATE();
 #endif
-	c->children = calloc(2, sizeof(struct cnode));
+	/* malloc, as oneTBB's side gets from new: glibc's calloc has no
+	 * per-thread cache, and every child would take the arena lock. The
+	 * fields a child reads are set here; the rest it writes first. */
+	c->children = malloc(2 * sizeof(struct cnode));
 	int i;
 	for (i = 0; i < 2; i++) {
 		c->children[i].n = c->n - 1 - (unsigned)i;
 		c->children[i].cutoff = c->cutoff;
+		c->children[i].result = 0;
 		c->children[i].parent_group = c->group;
 		GENTER(c->group);
 		ASYNC(global_q, &c->children[i], cnode_run);

@@ -118,9 +118,9 @@ cnode_spawn(uv_loop_t *loop, struct cnode *c)
 			fail("uv_queue_work", err);
 		return;
 	}
-	c->children = calloc(2, sizeof(struct cnode));
+	c->children = malloc(2 * sizeof(struct cnode)); /* as the other sides */
 	if (c->children == NULL)
-		fail("calloc", UV_ENOMEM);
+		fail("malloc", UV_ENOMEM);
 	c->pending = 2;
 	for (int i = 0; i < 2; i++) {
 		struct cnode *k = &c->children[i];

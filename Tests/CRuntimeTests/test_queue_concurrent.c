@@ -4,9 +4,11 @@
  * sync onto the same concurrent queue), barriers (reader-writer, directly
  * and through a target queue), the _f forms passing their context through,
  * producer-consumer over concurrent and global queues; libdispatch's
- * readsync test (scaled).
+ * readsync test (scaled); at width 1, tasks start in the order they were
+ * submitted, also those a task submits.
  */
 #include "queue_helpers.h"
+#include "child_helpers.h"
 
 #define WAIT_MS 10000
 
@@ -556,9 +558,95 @@ test_barriers_against_drain_end(void)
 	sq_release(c);
 }
 
+/* ---- start order at width 1 ---------------------------------------------- */
+
+/* With one worker and no safety net, a queue's tasks start in the order
+ * they were submitted, as libdispatch's FIFO root queues start them: here
+ * from a task (a worker's own submissions are where a run queue per worker
+ * could reorder them). A task submits ORDER1_N tasks to its queue; the
+ * first of them submits ORDER1_LATE more, which were submitted after all
+ * of those and must start after them. */
+#define ORDER1_N 200
+#define ORDER1_LATE 10
+
+static struct {
+	sq_queue_t q;
+	atomic_int ticket;
+	int started[ORDER1_N + ORDER1_LATE]; /* ticket -> task id */
+	sem_t done;
+} order1;
+
+static void
+order1_task(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	int t = atomic_fetch_add(&order1.ticket, 1);
+	order1.started[t] = id;
+	if (id == 0)
+		for (int k = 0; k < ORDER1_LATE; k++)
+			sq_async_f(order1.q, (void *)(intptr_t)(ORDER1_N + k),
+					order1_task);
+	if (t == ORDER1_N + ORDER1_LATE - 1)
+		sem_post(&order1.done);
+}
+
+static void
+order1_submitter(void *arg)
+{
+	for (int k = 0; k < ORDER1_N; k++)
+		sq_async_f(order1.q, (void *)(intptr_t)k, order1_task);
+}
+
+/* In the child: each queue in turn; one stderr line per queue. */
+static void
+order1_child(void *unused)
+{
+	sq_queue_t queues[] = {
+		sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0),
+		sq_get_global_queue(SQ_QUEUE_PRIORITY_LOW, 0),
+		sq_queue_create("order1.concurrent", SQ_QUEUE_CONCURRENT),
+	};
+	sem_init(&order1.done, 0, 0);
+	for (int i = 0; i < 3; i++) {
+		order1.q = queues[i];
+		atomic_store(&order1.ticket, 0);
+		sq_async_f(order1.q, NULL, order1_submitter);
+		if (!sqt_sem_wait_ms(&order1.done, WAIT_MS)) {
+			fprintf(stderr, "queue %d: stalled at %d\n", i,
+					atomic_load(&order1.ticket));
+			continue;
+		}
+		int bad = -1;
+		for (int t = 0; t < ORDER1_N + ORDER1_LATE && bad < 0; t++)
+			if (order1.started[t] != t)
+				bad = t;
+		if (bad < 0)
+			fprintf(stderr, "queue %d: in order\n", i);
+		else
+			fprintf(stderr, "queue %d: start %d was task %d\n", i,
+					bad, order1.started[bad]);
+	}
+}
+
+static void
+test_start_order_width1(void)
+{
+	static const char *const env[] = { "SQ_WORKERS=1", "SQ_MONITOR_NET=0",
+		NULL };
+	struct sqt_child c;
+	sqt_child_start(&c, order1_child, NULL, env);
+	CHECK(sqt_child_read_until(&c, NULL, 0, 30000));
+	int status = sqt_child_stop(&c);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	fputs(c.out, stdout);
+	CHECK_EQ(sqt_count(c.out, ": in order\n"), 3);
+}
+
 int
 main(void)
 {
+	/* First: the child is forked before this process starts the pool. */
+	test_start_order_width1();
 	test_global_identity();
 	test_global_ignores();
 	test_parallelism();
