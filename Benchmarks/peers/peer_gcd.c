@@ -5,15 +5,19 @@
  *
  *   fan-out     group_async_f of an empty function on the default global
  *               queue, N times, then group_wait
- *   fib-wait    a node makes a group, group_async_f's both children and
+ *   fib-wait    a node makes a group, submits both children to it and
  *               waits on the group inside its own task (SwiftQueues: the
  *               group is in the node's stack, sq_group_init / _destroy)
  *   fib-notify  a node enters its parent's group before it is submitted;
- *               above the cutoff it group_async_f's its children and
- *               registers group_notify_f for its sum, which leaves the
- *               parent's group; the root's sum posts a semaphore
- *               (SwiftQueues: the group is in the node, sq_group_init,
- *               ended by the sum with sq_group_destroy)
+ *               above the cutoff it submits its children and registers
+ *               group_notify_f for its sum, which leaves the parent's
+ *               group; the root's sum posts a semaphore (SwiftQueues: the
+ *               group is in the node, sq_group_init, ended by the sum with
+ *               sq_group_destroy)
+ *   The children are submitted as fork-join children where the runtime
+ *   has them, as oneTBB's side runs them: sq_group_spawn_f / sq_spawn_f
+ *   (no start order, newest first on their worker); libdispatch has only
+ *   its FIFO group_async_f / async_f.
  *   ping-pong   two serial queues, async_f to the other one per hop
  *   queues N    N serial queues made (labelled), one empty task submitted
  *               to each as a group member, a wait for all, then all
@@ -35,6 +39,9 @@
 #define ASYNC sq_async_f
 #define GCREATE sq_group_create
 #define GASYNC sq_group_async_f
+/* Fork-join children: no start order, newest first on their worker. */
+#define SPAWN sq_spawn_f
+#define GSPAWN sq_group_spawn_f
 #define GWAIT(g) sq_group_wait(g, SQ_TIME_FOREVER)
 #define GNOTIFY sq_group_notify_f
 #define GENTER sq_group_enter
@@ -49,6 +56,8 @@
 #define ASYNC dispatch_async_f
 #define GCREATE dispatch_group_create
 #define GASYNC dispatch_group_async_f
+#define SPAWN dispatch_async_f
+#define GSPAWN dispatch_group_async_f
 #define GWAIT(g) dispatch_group_wait(g, DISPATCH_TIME_FOREVER)
 #define GNOTIFY dispatch_group_notify_f
 #define GENTER dispatch_group_enter
@@ -106,8 +115,8 @@ wnode_run(void *ctx)
 #else
 	G_T g = GCREATE();
 #endif
-	GASYNC(g, global_q, &a, wnode_run);
-	GASYNC(g, global_q, &b, wnode_run);
+	GSPAWN(g, global_q, &a, wnode_run);
+	GSPAWN(g, global_q, &b, wnode_run);
 	GWAIT(g);
 #if defined(PEER_SQ)
 	sq_group_destroy(g);
@@ -199,7 +208,7 @@ cnode_run(void *ctx)
 		c->children[i].result = 0;
 		c->children[i].parent_group = c->group;
 		GENTER(c->group);
-		ASYNC(global_q, &c->children[i], cnode_run);
+		SPAWN(global_q, &c->children[i], cnode_run);
 	}
 	GNOTIFY(c->group, global_q, c, cnode_done);
 }

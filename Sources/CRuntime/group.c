@@ -487,5 +487,16 @@ sq_group_async_f(sq_group_t group, sq_queue_t queue, void *context,
 	 * function ran: no wrapper allocation. The enter keeps the group
 	 * alive until that leave, even if the program releases it. */
 	_sq_group_enter(group);
-	_sq_async_group(queue, context, function, group);
+	_sq_async_group(queue, context, function, group, false);
+}
+
+void
+sq_group_spawn_f(sq_group_t group, sq_queue_t queue, void *context,
+		sq_function_t function)
+{
+	_sq_object_validate("sq_group_spawn_f", group);
+	_sq_object_validate("sq_group_spawn_f", queue);
+	_SQ_REQUIRE_FUNCTION("sq_group_spawn_f", function);
+	_sq_group_enter(group);
+	_sq_async_group(queue, context, function, group, true);
 }

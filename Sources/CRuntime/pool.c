@@ -672,6 +672,7 @@ static void
 _sq_ring_flush(struct sq_worker_s *w)
 {
 	uintptr_t entry;
+	w->spawn_run = 0;
 	while ((entry = _sq_ring_pop(&w->ring)) != 0) {
 		int r;
 		struct sq_job_s *job = _sq_entry_job(entry, &r);
@@ -685,7 +686,11 @@ _sq_pool_push(int root, struct sq_job_s *job)
 	_sq_pool_init();
 	struct sq_worker_s *w = _sq_self;
 	job->link.next = NULL;
-	_sq_tsan_release(job); /* after our last plain write to the job */
+	/* Read before the push publishes the job (and before the TSan
+	 * release that stands for it). */
+	bool spawned = job->kind == SQ_JOB_CONT &&
+			(job->flags & SQ_CONT_SPAWN);
+	_sq_tsan_release(job); /* after our last plain access to the job */
 	/* A ring holds one class at a time ("Precedence", pool_class.c): a
 	 * job of another class than the ring's moves the ring's entries to
 	 * their root queue first. Not to the root queue instead: a job waiting for its
@@ -704,6 +709,7 @@ _sq_pool_push(int root, struct sq_job_s *job)
 	}
 	if (w != NULL &&
 			_sq_ring_push(&w->ring, (uintptr_t)job | (uintptr_t)root)) {
+		w->spawn_run = spawned ? w->spawn_run + 1 : 0;
 		/* Full fence: orders the ring's tail store before the load of
 		 * `searching` in notify (pairs with the parking worker's
 		 * decrement-then-look), and before the mask's load. */
@@ -811,7 +817,8 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 			if (w->tick % 16 == 15 &&
 					(job = _sq_take_aged(w, stop, own, root)))
 				return job;
-			uintptr_t entry = _sq_ring_pop(&w->ring);
+			uintptr_t entry = _sq_ring_take_own(&w->ring,
+					&w->spawn_run, w->tick);
 			if (entry)
 				return _sq_entry_job(entry, root);
 		} else if ((job = _sq_take_by_class(w, stop, root))) {

@@ -212,7 +212,9 @@ _sq_pool_help(bool (*done)(void *), bool (*mine)(const struct sq_cont_s *,
 			return false;
 	bool helped = false;
 	while (!done(arg)) {
+		uint32_t run = w->spawn_run;
 		uintptr_t e = _sq_ring_pop_tail(&w->ring, w->job_mark);
+		w->spawn_run = e != 0 && run != 0 ? run - 1 : 0;
 		if (e == 0)
 			break;
 		struct sq_job_s *job = (struct sq_job_s *)(e & ~SQ_RING_ROOT_MASK);
@@ -220,6 +222,7 @@ _sq_pool_help(bool (*done)(void *), bool (*mine)(const struct sq_cont_s *,
 				!mine((const struct sq_cont_s *)job, arg)) {
 			/* Back where it was (we just freed that entry). */
 			(void)_sq_ring_push(&w->ring, e);
+			w->spawn_run = run;
 			break;
 		}
 		int root = (int)(e & SQ_RING_ROOT_MASK);

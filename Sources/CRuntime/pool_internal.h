@@ -88,6 +88,9 @@ struct sq_worker_s {
 	uint32_t blocked;
 	uint32_t block_depth; /* owner only: nested waits */
 	uint32_t job_mark;    /* owner only: ring tail when its job began */
+	/* Owner only: how many of the ring's newest entries are spawned jobs
+	 * (sq_spawn_f), which have no start order (_sq_ring_take_own). */
+	uint32_t spawn_run;
 	uint32_t block_bit;   /* owner only: the outermost wait's bit */
 	uint64_t blocked_at;  /* when its sync wait began (monotonic ns) */
 	/* Owner only: the busy worker's look at the others' slots
@@ -284,6 +287,24 @@ _sq_ring_pop_tail(struct sq_ring_s *r, uint32_t mark)
 	/* The ring is empty now (head is t + 1): put the tail back there. */
 	__atomic_store_n(&r->tail, t + 1, __ATOMIC_RELEASE);
 	return entry;
+}
+
+/* The owner's take from its own ring: the oldest entry, as a queue starts
+ * its tasks in order, but a spawned job at the newest end first (a
+ * fork-join tree then runs depth first on the thread that made it, warm,
+ * as oneTBB's and Cilk's owners run it; thieves still take the oldest).
+ * One look in 8 (`tick`) takes the oldest anyway, so spawned jobs that
+ * spawn more cannot hold the ring's older entries back for good. */
+static inline uintptr_t
+_sq_ring_take_own(struct sq_ring_s *r, uint32_t *spawn_run, uint32_t tick)
+{
+	if (*spawn_run != 0 && tick % 8 != 0) {
+		uintptr_t e = _sq_ring_pop_tail(r, r->tail - 1);
+		*spawn_run = e != 0 ? *spawn_run - 1 : 0;
+		if (e != 0)
+			return e;
+	}
+	return _sq_ring_pop(r);
 }
 
 /* A ring entry's job, and its root index through `root`. */

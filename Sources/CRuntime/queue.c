@@ -1221,9 +1221,10 @@ _sq_root_async_next_f(int root_index, void *ctx, sq_function_t func)
 
 void
 _sq_async_group(struct sq_queue_s *q, void *ctx, sq_function_t func,
-		struct sq_group_s *g)
+		struct sq_group_s *g, bool spawn)
 {
-	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, SQ_CONT_GROUP);
+	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, SQ_CONT_GROUP |
+			(spawn && _sq_spawns(q) ? SQ_CONT_SPAWN : 0));
 	c->data = g;
 	SQ_TRACE_SUBMIT_PUSH(c, q, SQ_SUBMIT_GROUP);
 }
@@ -1267,6 +1268,24 @@ void
 sq_async_f(sq_queue_t queue, void *context, sq_function_t function)
 {
 	_sq_async("sq_async_f", queue, context, function, 0);
+}
+
+/* Whether a spawn onto q goes without a start order: on a global queue
+ * (not an overcommit one, whose jobs never go to a ring); on any other it
+ * is a plain submission, in the queue's order. */
+bool
+_sq_spawns(struct sq_queue_s *q)
+{
+	return _sq_queue_is_root(q) && !_sq_root_is_overcommit(q);
+}
+
+void
+sq_spawn_f(sq_queue_t queue, void *context, sq_function_t function)
+{
+	_SQ_REQUIRE_FUNCTION("sq_spawn_f", function);
+	_sq_queue_validate("sq_spawn_f", queue);
+	_sq_async("sq_spawn_f", queue, context, function,
+			_sq_spawns(queue) ? SQ_CONT_SPAWN : 0);
 }
 
 void

@@ -34,6 +34,7 @@ struct sq_job_s {
 #define SQ_CONT_FORWARDED 0x4u /* started by concurrent queue `queue`; tell
                                   it when done (_sq_concurrent_item_done) */
 #define SQ_CONT_GROUP 0x8u     /* data is a group to leave when done */
+#define SQ_CONT_SPAWN 0x10u    /* sq_spawn_f: no start order on its root */
 /* Bits 8-10: 1 + the root index of the continuation's own QoS class (a
  * work item's), 0 for none: it runs no lower than that class. */
 #define SQ_CONT_QOS_SHIFT 8
@@ -349,10 +350,12 @@ _sq_drain_run(struct sq_queue_s *q, struct sq_job_s *job, uint32_t *pops)
 }
 
 /* Submits func(ctx) to q as a member of group g (already entered): the
- * continuation leaves the group after the function returns. */
+ * continuation leaves the group after the function returns. `spawn`: as
+ * sq_spawn_f, with no start order on a global queue (_sq_spawns). */
 struct sq_group_s;
 SQ_INTERNAL void _sq_async_group(struct sq_queue_s *q, void *ctx,
-		sq_function_t func, struct sq_group_s *g);
+		sq_function_t func, struct sq_group_s *g, bool spawn);
+SQ_INTERNAL bool _sq_spawns(struct sq_queue_s *q);
 SQ_INTERNAL void _sq_group_leave(struct sq_group_s *g);
 
 /* A pending notification (groups, work items): `function(context)` to be

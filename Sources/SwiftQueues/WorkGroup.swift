@@ -104,6 +104,16 @@ public struct ScopedWorkGroup: ~Copyable {
         sq_group_async_f(raw, queue.raw, ClosureBox.retained(body), runAndReleaseClosureBox)
     }
 
+    /// Submits `body` to `queue` as a fork-join child and a member of the
+    /// group (``WorkQueue/spawn(group:_:)``): no start order on a global
+    /// queue, and the scope's wait runs the children itself, depth first.
+    public func spawn(
+        on queue: WorkQueue = .global(),
+        _ body: @escaping @Sendable () -> Void
+    ) {
+        sq_group_spawn_f(raw, queue.raw, ClosureBox.retained(body), runAndReleaseClosureBox)
+    }
+
     /// Counts one more unit of outstanding work; balance it with
     /// ``leave()`` before the scope ends.
     public func enter() {

@@ -1,8 +1,9 @@
 //===----------------------------------------------------------------------===//
 //
 // SwiftQueues — submitting work to a WorkQueue: async, sync, barriers,
-// work items, concurrentPerform (sq_async_f, sq_sync_f, sq_barrier_*_f,
-// sq_group_async_f, sq_async_workitem, sq_apply_f, sq_apply_range_f).
+// fork-join children, work items, concurrentPerform (sq_async_f,
+// sq_sync_f, sq_barrier_*_f, sq_group_async_f, sq_spawn_f,
+// sq_group_spawn_f, sq_async_workitem, sq_apply_f, sq_apply_range_f).
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +23,24 @@ extension WorkQueue {
     /// `body` has returned (`DispatchQueue.async(group:)`).
     public func async(group: WorkGroup, _ body: @escaping @Sendable () -> Void) {
         sq_group_async_f(group.raw, raw, ClosureBox.retained(body), runAndReleaseClosureBox)
+    }
+
+    /// Submits `body` as a fork-join child (`sq_spawn_f`; no Dispatch
+    /// counterpart): as ``async(_:)``, but on a global queue with no start
+    /// order. Spawned from a pool worker it runs newest first on that
+    /// worker, so a tree of spawns runs depth first where it was made while
+    /// idle workers take the oldest; one look in 8 takes the oldest work
+    /// anyway. From any other thread, or on any other queue, it is
+    /// ``async(_:)``.
+    public func spawn(_ body: @escaping @Sendable () -> Void) {
+        sq_spawn_f(raw, ClosureBox.retained(body), runAndReleaseClosureBox)
+    }
+
+    /// ``spawn(_:)`` as a member of `group` (`sq_group_spawn_f`): a node
+    /// that spawns its children into a group and waits for it runs them
+    /// itself, depth first.
+    public func spawn(group: WorkGroup, _ body: @escaping @Sendable () -> Void) {
+        sq_group_spawn_f(group.raw, raw, ClosureBox.retained(body), runAndReleaseClosureBox)
     }
 
     /// Submits a work item (as a barrier if it was created with

@@ -314,6 +314,23 @@ null_async_global(void *unused)
 }
 
 static void
+null_spawn(void *unused)
+{
+	child_start();
+	sq_spawn_f(sq_get_global_queue(0, 0), NULL, (sq_function_t)unused);
+	pause();
+}
+
+static void
+null_group_spawn(void *unused)
+{
+	child_start();
+	sq_group_spawn_f(sq_group_create(), sq_get_global_queue(0, 0), NULL,
+			(sq_function_t)unused);
+	pause();
+}
+
+static void
 null_sync(void *unused)
 {
 	child_start();
@@ -344,6 +361,10 @@ test_null_functions(void)
 			"SwiftQueues: sq_async_f: function pointer is NULL");
 	CHECK_CRASH(null_async_global, NULL,
 			"SwiftQueues: sq_async_f: function pointer is NULL");
+	CHECK_CRASH(null_spawn, NULL,
+			"SwiftQueues: sq_spawn_f: function pointer is NULL");
+	CHECK_CRASH(null_group_spawn, NULL,
+			"SwiftQueues: sq_group_spawn_f: function pointer is NULL");
 	CHECK_CRASH(null_sync, NULL, "function pointer is NULL");
 	CHECK_CRASH(null_barrier_async, NULL, "function pointer is NULL");
 	CHECK_CRASH(null_apply, NULL, "function pointer is NULL");

@@ -19,6 +19,20 @@ private func forkJoinFib(_ n: Int, cutoff: Int, nodes: AtomicCounter) -> Int64 {
     return left.load() + right.load()
 }
 
+/// forkJoinFib with the children spawned (no start order, depth first).
+private func spawnedFib(_ n: Int, cutoff: Int, nodes: AtomicCounter) -> Int64 {
+    _ = nodes.increment()
+    if n <= cutoff {
+        return serialFib(n)
+    }
+    let left = AtomicCounter(), right = AtomicCounter()
+    withWorkGroup { group in
+        group.spawn { left.store(spawnedFib(n - 1, cutoff: cutoff, nodes: nodes)) }
+        group.spawn { right.store(spawnedFib(n - 2, cutoff: cutoff, nodes: nodes)) }
+    }
+    return left.load() + right.load()
+}
+
 private func serialFib(_ n: Int) -> Int64 {
     n < 2 ? Int64(n) : serialFib(n - 1) + serialFib(n - 2)
 }
@@ -53,6 +67,39 @@ private struct Failure: Error, Equatable {}
             #expect(result.load() == 987)
             #expect(nodes.load() == nodeCount(16, cutoff: 8))
         }
+    }
+
+    @Test func forkJoinWithSpawnedChildrenAddsUp() {
+        for _ in 0..<5 {
+            let nodes = AtomicCounter()
+            let result = AtomicCounter()
+            withWorkGroup { group in
+                group.spawn { result.store(spawnedFib(18, cutoff: 8, nodes: nodes)) }
+            }
+            #expect(result.load() == 2584)
+            #expect(nodes.load() == nodeCount(18, cutoff: 8))
+        }
+    }
+
+    /// Spawned onto a serial queue, children keep the queue's order; every
+    /// spawn into a WorkGroup on a global queue runs once.
+    @Test func spawnKeepsASerialQueuesOrderAndRunsEveryChild() {
+        let serial = WorkQueue(label: "test.spawn.serial")
+        let order = SpinLocked([Int]())
+        let group = WorkGroup()
+        for k in 0..<100 {
+            serial.spawn(group: group) { order.withLock { $0.append(k) } }
+        }
+        let ran = AtomicCounter()
+        for _ in 0..<100 {
+            WorkQueue.global().spawn(group: group) { _ = ran.increment() }
+        }
+        let plain = CountingSemaphore(value: 0)
+        WorkQueue.global().spawn { plain.signal() }
+        group.wait()
+        #expect(plain.wait(timeout: .now() + rendezvousTimeout) == .success)
+        #expect(order.withLock { $0 } == Array(0..<100))
+        #expect(ran.load() == 100)
     }
 
     @Test func resultsAndErrorsPassThroughAfterTheMembers() {

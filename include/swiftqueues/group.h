@@ -95,6 +95,22 @@ sq_group_async_f(sq_group_t group, sq_queue_t queue, void *SQ_NULLABLE context,
 		sq_function_t function);
 
 /*!
+ * sq_group_async_f as a fork-join child: with no start order on a global
+ * queue, newest first on the worker that spawned it (see sq_spawn_f). A
+ * node that spawns its children into a group and waits for it runs them
+ * itself, depth first, while other workers take the oldest. No libdispatch
+ * counterpart.
+ * \param group the group; retained until the function has run.
+ * \param queue the queue.
+ * \param context passed to `function`.
+ * \param function the work.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_group_spawn_f(sq_group_t group, sq_queue_t queue, void *SQ_NULLABLE context,
+		sq_function_t function);
+
+/*!
  * Waits until the group is empty (every enter balanced by a leave, every
  * member task finished) or `timeout` passes. Waits on the monotonic clock
  * unless the timeout is a wall-clock time (dispatch_group_wait).

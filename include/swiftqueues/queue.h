@@ -401,6 +401,25 @@ void
 sq_async_f(sq_queue_t queue, void *SQ_NULLABLE context, sq_function_t function);
 
 /*!
+ * Submits `function(context)` to `queue` as a fork-join child: as
+ * sq_async_f, but on a global queue with no start order (no libdispatch
+ * counterpart; oneTBB's task_group::run). Submitted from a worker, it goes
+ * to that worker's own run queue, and the worker runs the newest such
+ * child first, so a tree of them runs depth first on the thread that made
+ * it while idle workers take the oldest (its biggest subtrees); one look
+ * in 8 takes the oldest entry anyway, so a child that spawns more cannot
+ * hold older work back. From any other thread, or on any other queue
+ * (serial, concurrent, overcommit), it is sq_async_f and keeps the
+ * queue's order. Errors as sq_async_f ("SwiftQueues: sq_spawn_f: ...").
+ * \param queue the queue; retained until the function has run.
+ * \param context passed to `function`.
+ * \param function the work.
+ */
+SQ_EXPORT SQ_NOTHROW
+void
+sq_spawn_f(sq_queue_t queue, void *SQ_NULLABLE context, sq_function_t function);
+
+/*!
  * Runs `function(context)` on `queue` and returns when it has run. On a
  * serial queue it runs on the calling thread, after every task submitted
  * before it. Calling it on a serial queue the thread already runs (directly
