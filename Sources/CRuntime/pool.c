@@ -547,8 +547,7 @@ _sq_worker_wake(struct sq_worker_s *w)
 }
 
 /* Wakes the slots' guard if it naps (pool_slot.c, "Guarding next-job
- * slots"): a job in a root queue or a ring must not wait for the end of
- * its nap. */
+ * slots"): a job in a root queue or a ring must not wait for its nap. */
 void
 _sq_pool_wake_sleeper(void)
 {
@@ -686,16 +685,14 @@ _sq_pool_push(int root, struct sq_job_s *job)
 	_sq_pool_init();
 	struct sq_worker_s *w = _sq_self;
 	job->link.next = NULL;
-	/* Read before the push publishes the job (and before the TSan
-	 * release that stands for it). */
-	bool spawned = job->kind == SQ_JOB_CONT &&
-			(job->flags & SQ_CONT_SPAWN);
+	/* Read before the push (and the TSan release) publishes the job. */
+	bool spawned = job->kind == SQ_JOB_CONT && (job->flags & SQ_CONT_SPAWN);
 	_sq_tsan_release(job); /* after our last plain access to the job */
 	/* A ring holds one class at a time ("Precedence", pool_class.c): a
-	 * job of another class than the ring's moves the ring's entries to
-	 * their root queue first. Not to the root queue instead: a job waiting for its
-	 * children runs them from its own ring (pool_block.c, "Waiting
-	 * helps"), and with the thread cap reached nobody else may. */
+	 * job of another class moves the ring's entries to their root queue
+	 * first. Not to the root queue instead: a job waiting for its children
+	 * runs them from its own ring (pool_block.c, "Waiting helps"), and
+	 * with the thread cap reached nobody else may. */
 	if (w != NULL && w->root == root) {
 		if (!_sq_ring_empty(&w->ring) && w->ring_root != root)
 			_sq_ring_flush(w);
@@ -817,8 +814,7 @@ _sq_find_queued_work(struct sq_worker_s *w, int *root)
 			if (w->tick % 16 == 15 &&
 					(job = _sq_take_aged(w, stop, own, root)))
 				return job;
-			uintptr_t entry = _sq_ring_take_own(&w->ring,
-					&w->spawn_run, w->tick);
+			uintptr_t entry = _sq_ring_take_own(w);
 			if (entry)
 				return _sq_entry_job(entry, root);
 		} else if ((job = _sq_take_by_class(w, stop, root))) {
@@ -967,8 +963,7 @@ _sq_worker_leave_bound(struct sq_worker_s *w)
 }
 
 /* The constant name (a root queue's) this thread was last given by
- * _sq_worker_set_fixed_name, or NULL: while set, the thread's name is
- * that text. */
+ * _sq_worker_set_fixed_name (while set, the thread's name), or NULL. */
 static SQ_TLS const char *_sq_worker_fixed_name;
 
 /* Names the thread after the queue it runs (first 15 characters); the

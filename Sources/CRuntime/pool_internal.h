@@ -296,15 +296,15 @@ _sq_ring_pop_tail(struct sq_ring_s *r, uint32_t mark)
  * One look in 8 (`tick`) takes the oldest anyway, so spawned jobs that
  * spawn more cannot hold the ring's older entries back for good. */
 static inline uintptr_t
-_sq_ring_take_own(struct sq_ring_s *r, uint32_t *spawn_run, uint32_t tick)
+_sq_ring_take_own(struct sq_worker_s *w)
 {
-	if (*spawn_run != 0 && tick % 8 != 0) {
-		uintptr_t e = _sq_ring_pop_tail(r, r->tail - 1);
-		*spawn_run = e != 0 ? *spawn_run - 1 : 0;
+	if (w->spawn_run != 0 && w->tick % 8 != 0) {
+		uintptr_t e = _sq_ring_pop_tail(&w->ring, w->ring.tail - 1);
+		w->spawn_run = e != 0 ? w->spawn_run - 1 : 0;
 		if (e != 0)
 			return e;
 	}
-	return _sq_ring_pop(r);
+	return _sq_ring_pop(&w->ring);
 }
 
 /* A ring entry's job, and its root index through `root`. */
