@@ -451,8 +451,7 @@ _sq_pool_spawn_err(bool force)
 		/* Atomic: a thief may still look at the slot's previous
 		 * worker's word (it skips a slot that is not LIVE). */
 		__atomic_store_n(&w->blocked, 0, __ATOMIC_RELAXED);
-		w->block_depth = 0;
-		w->scan_count = 0;
+		w->block_depth = w->scan_count = w->spawn_run = 0;
 		__atomic_store_n(&w->slot_state, SQ_SLOT_LIVE, __ATOMIC_RELEASE);
 		__atomic_add_fetch(&_sq_pool.live, 1, __ATOMIC_SEQ_CST);
 	}
