@@ -57,56 +57,87 @@ import Musl
     /// Runs LivenessChecks with `arguments` at `workers` (nil: the default
     /// width) and returns how it ended. Uses plain threads, not the runtime
     /// under test, to drain the child's output and to watch the deadline.
+    ///
+    /// posix_spawn and waitpid rather than Foundation's Process: Process
+    /// learns of the exit from a socket the child holds, which any process
+    /// another test starts meanwhile may inherit (the socket is not
+    /// close-on-exec), and then waitUntilExit waits for that process too.
+    /// Here the pipes are close-on-exec (only the child gets them, as 1
+    /// and 2), and the exit comes from waitpid.
     static func run(_ arguments: [String], workers: Int?) throws -> ChildRun {
         let testBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        let process = Process()
-        process.executableURL = testBinary.deletingLastPathComponent()
-            .appendingPathComponent("LivenessChecks")
-        process.arguments = arguments
+        let path = testBinary.deletingLastPathComponent()
+            .appendingPathComponent("LivenessChecks").path
         var env = ProcessInfo.processInfo.environment
         env["SWIFTQUEUES_GLOBAL_EXECUTOR"] = nil
         env["SQ_WORKERS"] = workers.map { String($0) }
         env["LIVENESS_DEADLINE_SECONDS"] = String(deadline)
         env["LIVENESS_STALL_SECONDS"] = String(stall)
-        process.environment = env
-        let output = Pipe(), errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
 
+        var output: [Int32] = [-1, -1], errors: [Int32] = [-1, -1]
+        guard pipe(&output) == 0, pipe(&errors) == 0 else {
+            throw SpawnError(call: "pipe", code: errno)
+        }
+        for fd in output + errors { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        posix_spawn_file_actions_adddup2(&actions, output[1], STDOUT_FILENO)
+        posix_spawn_file_actions_adddup2(&actions, errors[1], STDERR_FILENO)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
         let captured = Captured()
         let start = ContinuousClock.now
-        try process.run()
-        let pid = process.processIdentifier
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        posix_spawn_file_actions_destroy(&actions)
+        close(output[1])
+        close(errors[1])
+        guard spawned == 0 else {
+            close(output[0])
+            close(errors[0])
+            throw SpawnError(call: "posix_spawn", code: spawned)
+        }
         let limit = Duration.seconds(deadline + killMargin)
+        let reads = (output[0], errors[0]), child = pid
         // Both pipes drained at once; both reach end of file when the
         // child is gone. Meanwhile the third thread kills it at the limit.
         onThreads(3) { index in
             switch index {
-            case 0:
-                let data = output.fileHandleForReading.readDataToEndOfFile()
-                captured.output.withLock { $0 = data }
-                captured.closed.add(1, ordering: .sequentiallyConsistent)
-            case 1:
-                let data = errors.fileHandleForReading.readDataToEndOfFile()
-                captured.errors.withLock { $0 = data }
+            case 0, 1:
+                let handle = FileHandle(fileDescriptor: index == 0 ? reads.0 : reads.1,
+                                        closeOnDealloc: true)
+                let data = handle.readDataToEndOfFile()
+                if index == 0 {
+                    captured.output.withLock { $0 = data }
+                } else {
+                    captured.errors.withLock { $0 = data }
+                }
                 captured.closed.add(1, ordering: .sequentiallyConsistent)
             default:
                 while captured.closed.load(ordering: .sequentiallyConsistent) < 2 {
                     if ContinuousClock.now - start > limit {
                         captured.killed.store(true, ordering: .sequentiallyConsistent)
-                        kill(pid, SIGKILL)
+                        kill(child, SIGKILL)
                         return
                     }
                     usleep(20_000)
                 }
             }
         }
-        process.waitUntilExit()
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         let elapsed = ContinuousClock.now - start
+        // The wait status: the low 7 bits are the ending signal (0: an
+        // exit, whose status is the next byte).
+        let signal = status & 0x7f
         return ChildRun(
             arguments: arguments, workers: workers,
-            status: process.terminationStatus,
-            signaled: process.terminationReason == .uncaughtSignal,
+            status: signal == 0 ? (status >> 8) & 0xff : signal,
+            signaled: signal != 0,
             killed: captured.killed.load(ordering: .sequentiallyConsistent),
             seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18,
             output: String(decoding: captured.output.withLock { $0 }, as: UTF8.self),
@@ -185,6 +216,12 @@ import Musl
 }
 
 /// What the threads of `LivenessTests.run` share.
+/// A failed pipe2 or posix_spawn, with its errno.
+private struct SpawnError: Error {
+    let call: String
+    let code: Int32
+}
+
 private final class Captured: Sendable {
     let output = Mutex(Data())
     let errors = Mutex(Data())
