@@ -362,8 +362,9 @@ static void *_sq_worker_main(void *arg);
 /* Creates a detached thread with every asynchronous signal blocked, as all
  * the runtime's threads are (process-directed signals go to the program's
  * threads or to the signal watcher, never into a task); faults stay
- * deliverable. The new thread inherits the mask; ours is restored at once.
- * Returns 0 or pthread_create's error. */
+ * deliverable, and SIGPROF as on libdispatch's threads (profilers sample
+ * with it; Swift's crash handler pauses threads with it for backtraces).
+ * The new thread inherits the mask, ours is restored: 0 or the error. */
 int
 _sq_thread_create(const pthread_attr_t *attr, void *(*main)(void *),
 		void *arg)
@@ -385,7 +386,7 @@ _sq_thread_create_here(const pthread_attr_t *attr, void *(*main)(void *),
 	sigset_t mask, old;
 	sigfillset(&mask);
 	static const int faults[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP,
-		SIGABRT, SIGSYS };
+		SIGABRT, SIGSYS, SIGPROF };
 	for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
 		sigdelset(&mask, faults[i]);
 	pthread_sigmask(SIG_SETMASK, &mask, &old);

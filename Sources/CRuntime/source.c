@@ -584,6 +584,7 @@ _sq_sigwatch_main(void *unused)
 				__ATOMIC_RELAXED);
 		sigset_t set;
 		sigfillset(&set);
+		sigdelset(&set, SIGPROF); /* as every thread of ours */
 		for (int signo = 1; signo < NSIG && signo <= 64; signo++)
 			if (want & (1ull << (signo - 1)))
 				sigdelset(&set, signo);

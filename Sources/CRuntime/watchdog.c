@@ -707,9 +707,11 @@ _sq_watch_start_once(void *unused)
 	}
 	if (_sq_watch.ms == 0 && _sq_watch.signo == 0)
 		return;
-	/* Like the workers, it takes no signal meant for the program. */
+	/* Like the workers, it takes no signal meant for the program, only
+	 * SIGPROF (pool.c, _sq_thread_create_here). */
 	sigset_t mask, old;
 	sigfillset(&mask);
+	sigdelset(&mask, SIGPROF);
 	pthread_sigmask(SIG_SETMASK, &mask, &old);
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);

@@ -100,6 +100,35 @@ blocked_here(int signo)
 	return sigismember(&cur, signo);
 }
 
+/* ---- a worker's own mask ------------------------------------------------------ */
+
+/* A task's thread blocks the program's signals and leaves faults and
+ * SIGPROF deliverable (Swift's crash handler pauses every thread with one
+ * of SIGUSR1, SIGUSR2 and SIGPROF to print its backtrace). */
+static sigset_t task_mask;
+
+static void
+read_task_mask(void *done)
+{
+	pthread_sigmask(SIG_BLOCK, NULL, &task_mask);
+	sem_post(done);
+}
+
+static void
+test_worker_mask(void)
+{
+	sem_t done;
+	sem_init(&done, 0, 0);
+	sq_async_f(sq_get_global_queue(0, 0), &done, read_task_mask);
+	CHECK(sqt_sem_wait_ms(&done, 10000));
+	CHECK(sigismember(&task_mask, SIGINT));
+	CHECK(sigismember(&task_mask, SIGTERM));
+	CHECK(sigismember(&task_mask, SIGUSR2));
+	CHECK(!sigismember(&task_mask, SIGPROF));
+	CHECK(!sigismember(&task_mask, SIGSEGV));
+	sem_destroy(&done);
+}
+
 /* ---- blocked everywhere before the first call ------------------------------ */
 
 static void
@@ -295,5 +324,6 @@ main(void)
 	test_realtime_exact();
 	test_blocked_again_after_cancel();
 	test_restore_only_if_ours();
+	test_worker_mask();
 	return sqt_finish("test_source_sigmask");
 }
