@@ -1,9 +1,10 @@
 /*
  * SwiftQueues — serial, concurrent, global and main queues: creation,
- * the state machine, submission, draining, sync, labels, queue-specific
- * data and the current queue. The worker pool that runs root-queue jobs is
- * pool.c; sq_apply_f is apply.c; the main thread's side is main.c;
- * continuations and their per-thread cache are continuation.c.
+ * the state machine, submission, draining, sync, labels and the current
+ * queue. The worker pool that runs root-queue jobs is pool.c; sq_apply_f
+ * is apply.c; the main thread's side is main.c; continuations and their
+ * per-thread cache are continuation.c; queue-specific data is
+ * queue_specific.c.
  *
  * A serial queue is a wfcqueue of jobs plus one state word. The submission
  * that finds the queue empty sets ENQUEUED and pushes the queue itself onto
@@ -1190,6 +1191,15 @@ _sq_concurrent_item_done(struct sq_queue_s *q)
 
 /* ---- Submission ---------------------------------------------------------- */
 
+/* Whether a spawn onto q has no start order: on a global queue but an
+ * overcommit one (never in a ring). Elsewhere it keeps the queue's order
+ * (a concurrent queue forwards its tasks to the pool as they are). */
+static inline bool
+_sq_spawns(const struct sq_queue_s *q)
+{
+	return _sq_queue_is_root(q) && !_sq_root_is_overcommit(q);
+}
+
 /* Always inlined: each caller's flags are a constant, and the call stays
  * the one submission hop it was before the trace points came. */
 SQ_INLINE void
@@ -1205,6 +1215,8 @@ _sq_async(const char *call, struct sq_queue_s *q, void *ctx,
 		else
 			flags &= ~SQ_CONT_BARRIER;
 	}
+	if ((flags & SQ_CONT_SPAWN) && !_sq_spawns(q))
+		flags &= ~SQ_CONT_SPAWN;
 	struct sq_cont_s *c = _sq_cont_make(q, ctx, func, flags);
 	SQ_TRACE_SUBMIT_PUSH(c, q, (flags & SQ_CONT_BARRIER)
 			? SQ_SUBMIT_BARRIER : SQ_SUBMIT_ASYNC);
@@ -1270,22 +1282,10 @@ sq_async_f(sq_queue_t queue, void *context, sq_function_t function)
 	_sq_async("sq_async_f", queue, context, function, 0);
 }
 
-/* Whether a spawn onto q goes without a start order: on a global queue
- * (not an overcommit one, whose jobs never go to a ring); on any other it
- * is a plain submission, in the queue's order. */
-bool
-_sq_spawns(struct sq_queue_s *q)
-{
-	return _sq_queue_is_root(q) && !_sq_root_is_overcommit(q);
-}
-
 void
 sq_spawn_f(sq_queue_t queue, void *context, sq_function_t function)
 {
-	_SQ_REQUIRE_FUNCTION("sq_spawn_f", function);
-	_sq_queue_validate("sq_spawn_f", queue);
-	_sq_async("sq_spawn_f", queue, context, function,
-			_sq_spawns(queue) ? SQ_CONT_SPAWN : 0);
+	_sq_async("sq_spawn_f", queue, context, function, SQ_CONT_SPAWN);
 }
 
 void
@@ -1336,110 +1336,6 @@ sq_queue_get_label(sq_queue_t queue)
 		queue = sq_get_current_queue();
 	_sq_queue_validate("sq_queue_get_label", queue);
 	return _sq_object_label(queue);
-}
-
-/* ---- Queue-specific data ------------------------------------------------
- *
- * A queue's specifics are guarded by one of a few locks that queues share
- * by address: a lock in each queue would cost every queue 4 bytes for a
- * call few programs make. Each lock has a cache line of its own. */
-#define SQ_SPECIFIC_LOCKS 16
-
-static struct {
-	sq_spinlock_t lock;
-	char pad[SQ_CACHELINE - sizeof(sq_spinlock_t)];
-} _sq_specific_locks[SQ_SPECIFIC_LOCKS];
-
-static inline sq_spinlock_t *
-_sq_specific_lock(struct sq_queue_s *q)
-{
-	uintptr_t a = (uintptr_t)q;
-	return &_sq_specific_locks[((a >> 4) ^ (a >> 12)) %
-			SQ_SPECIFIC_LOCKS].lock;
-}
-
-void
-sq_queue_set_specific(sq_queue_t q, const void *key, void *ctx,
-		sq_function_t destructor)
-{
-	_sq_queue_validate("sq_queue_set_specific", q);
-	if (key == NULL)
-		return;
-	if (_sq_object_is_immortal(q)) {
-		/* Global and main queues keep no specifics: the value is not
-		 * stored, so its destructor runs now (nothing leaks). */
-		if (ctx != NULL && destructor != NULL)
-			destructor(ctx);
-		return;
-	}
-
-	struct sq_specific_s *fresh = NULL;
-	if (ctx != NULL) {
-		fresh = malloc(sizeof(*fresh));
-		if (fresh == NULL)
-			_sq_client_crash("sq_queue_set_specific",
-					"out of memory");
-		fresh->key = key;
-		fresh->ctx = ctx;
-		fresh->destructor = destructor;
-	}
-
-	sq_spinlock_lock(_sq_specific_lock(q));
-	struct sq_specific_s **link = &q->specifics, *old = NULL;
-	for (; *link; link = &(*link)->next) {
-		if ((*link)->key == key) {
-			old = *link;
-			*link = old->next;
-			break;
-		}
-	}
-	if (fresh) {
-		fresh->next = q->specifics;
-		q->specifics = fresh;
-	}
-	sq_spinlock_unlock(_sq_specific_lock(q));
-
-	/* The old value's destructor runs outside the lock. */
-	if (old) {
-		if (old->destructor)
-			old->destructor(old->ctx);
-		free(old);
-	}
-}
-
-void *
-sq_queue_get_specific(sq_queue_t q, const void *key)
-{
-	_sq_queue_validate("sq_queue_get_specific", q);
-	if (key == NULL || _sq_object_is_immortal(q))
-		return NULL;
-	void *ctx = NULL;
-	sq_spinlock_lock(_sq_specific_lock(q));
-	for (struct sq_specific_s *sp = q->specifics; sp; sp = sp->next) {
-		if (sp->key == key) {
-			ctx = sp->ctx;
-			break;
-		}
-	}
-	sq_spinlock_unlock(_sq_specific_lock(q));
-	return ctx;
-}
-
-void *
-sq_get_specific(const void *key)
-{
-	struct sq_frame_s *f = _sq_current_frame;
-	if (f == NULL || key == NULL)
-		return NULL;
-	for (struct sq_queue_s *q = f->queue; !_sq_queue_is_root(q);
-			q = _sq_queue_target(q)) {
-		void *ctx = sq_queue_get_specific(q, key);
-		if (ctx != NULL)
-			return ctx;
-		if (q->type == SQ_QUEUE_TYPE_MAIN)
-			break;
-	}
-	return NULL;
 }
 
 /* ---- Assertions ---------------------------------------------------------- */

@@ -351,11 +351,10 @@ _sq_drain_run(struct sq_queue_s *q, struct sq_job_s *job, uint32_t *pops)
 
 /* Submits func(ctx) to q as a member of group g (already entered): the
  * continuation leaves the group after the function returns. `spawn`: as
- * sq_spawn_f, with no start order on a global queue (_sq_spawns). */
+ * sq_spawn_f, with no start order on a global queue. */
 struct sq_group_s;
 SQ_INTERNAL void _sq_async_group(struct sq_queue_s *q, void *ctx,
 		sq_function_t func, struct sq_group_s *g, bool spawn);
-SQ_INTERNAL bool _sq_spawns(struct sq_queue_s *q);
 SQ_INTERNAL void _sq_group_leave(struct sq_group_s *g);
 
 /* A pending notification (groups, work items): `function(context)` to be

@@ -127,6 +127,26 @@ sqt_child_stop(struct sqt_child *c)
 	return status;
 }
 
+/* A pool of one thread at most, safety net off: start order is then the
+ * order the one worker takes jobs (a second thread, the monitor's for a
+ * submitter it sees run long under a sanitizer, would race for them). */
+static const char *const sqt_one_worker_env[] = { "SQ_WORKERS=1",
+	"SQ_MAX_THREADS=1", "SQ_MONITOR_NET=0", NULL };
+
+/* Runs fn(ctx) in a child with `env` to its end (at most timeout_ms),
+ * checks that it exited with status 0 and copies its stderr, kept in
+ * c->out, to stdout. */
+static inline void
+sqt_child_run(struct sqt_child *c, void (*fn)(void *), void *ctx,
+		const char *const *env, int timeout_ms)
+{
+	sqt_child_start(c, fn, ctx, env);
+	CHECK(sqt_child_read_until(c, NULL, 0, timeout_ms));
+	int status = sqt_child_stop(c);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	fputs(c->out, stdout);
+}
+
 /* How many times `needle` occurs in `hay`. */
 static inline int
 sqt_count(const char *hay, const char *needle)

@@ -319,4 +319,24 @@ sqt_tail_race(int rounds, sq_queue_t xq, sq_queue_t aq, bool a_barrier,
 	return atomic_load(&r.violations);
 }
 
+/* Fork-join tests: fib(n) as the leaves' work (recursive, so it costs
+ * time) and the value every tree must add up to (a loop). */
+static inline long
+sqt_fib_serial(int n)
+{
+	return n < 2 ? n : sqt_fib_serial(n - 1) + sqt_fib_serial(n - 2);
+}
+
+static inline long
+sqt_fib_expected(int n)
+{
+	long a = 0, b = 1;
+	for (int i = 0; i < n; i++) {
+		long t = a + b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
 #endif /* SQTEST_QUEUE_HELPERS_H */

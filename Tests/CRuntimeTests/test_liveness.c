@@ -614,24 +614,6 @@ struct fib_task {
 static sq_queue_t fib_queue;
 
 static long
-fib_serial(int n)
-{
-	return n < 2 ? n : fib_serial(n - 1) + fib_serial(n - 2);
-}
-
-static long
-fib_expected(int n)
-{
-	long a = 0, b = 1;
-	for (int i = 0; i < n; i++) {
-		long t = a + b;
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
-static long
 fib_tasks(int n)
 {
 	return n > fib_cutoff ? 1 + fib_tasks(n - 1) + fib_tasks(n - 2) : 1;
@@ -645,7 +627,7 @@ fib_task(void *arg)
 	if (t->n <= fib_cutoff) {
 		if (sabotage_now(SAB_HANG))
 			hang_forever();
-		t->result = fib_serial(t->n);
+		t->result = sqt_fib_serial(t->n);
 		if (sabotage_now(SAB_LOSE))
 			t->result = 0;
 		if (sabotage_now(SAB_WRONG))
@@ -672,7 +654,7 @@ run_forkjoin(void)
 {
 	fib_queue = sq_get_global_queue(SQ_QUEUE_PRIORITY_DEFAULT, 0);
 	struct fib_task root = { fib_n, 0 };
-	long tasks = fib_tasks(fib_n), expected = fib_expected(fib_n);
+	long tasks = fib_tasks(fib_n), expected = sqt_fib_expected(fib_n);
 	sq_group_t g = sq_group_create();
 	uint64_t t0 = sqt_now_ns();
 	phase("sq_group_wait for the root");

@@ -631,17 +631,8 @@ order1_child(void *unused)
 static void
 test_start_order_width1(void)
 {
-	/* One thread at most: a second one (the monitor's, for a
-	 * submitter it sees run long under a sanitizer) makes the tickets
-	 * race. */
-	static const char *const env[] = { "SQ_WORKERS=1", "SQ_MAX_THREADS=1",
-		"SQ_MONITOR_NET=0", NULL };
 	struct sqt_child c;
-	sqt_child_start(&c, order1_child, NULL, env);
-	CHECK(sqt_child_read_until(&c, NULL, 0, 30000));
-	int status = sqt_child_stop(&c);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	fputs(c.out, stdout);
+	sqt_child_run(&c, order1_child, NULL, sqt_one_worker_env, 30000);
 	CHECK_EQ(sqt_count(c.out, ": in order\n"), 3);
 }
 

@@ -22,24 +22,6 @@
 
 /* ---- fork-join trees --------------------------------------------------------- */
 
-static long
-fib_expected(int n)
-{
-	long a = 0, b = 1;
-	for (int i = 0; i < n; i++) {
-		long t = a + b;
-		a = b;
-		b = t;
-	}
-	return a;
-}
-
-static long
-fib_serial(int n)
-{
-	return n < 2 ? n : fib_serial(n - 1) + fib_serial(n - 2);
-}
-
 #define FIB_CUTOFF 8
 
 /* With notify: the node's sum is its group's notification. */
@@ -80,7 +62,7 @@ cnode_run(void *arg)
 	struct cnode *c = arg;
 	atomic_fetch_add(&spawned_ran, 1);
 	if (c->n <= FIB_CUTOFF) {
-		c->result = fib_serial(c->n);
+		c->result = sqt_fib_serial(c->n);
 		cnode_left(c);
 		return;
 	}
@@ -108,7 +90,7 @@ wnode_run(void *arg)
 	struct wnode *w = arg;
 	atomic_fetch_add(&spawned_ran, 1);
 	if (w->n <= FIB_CUTOFF) {
-		w->result = fib_serial(w->n);
+		w->result = sqt_fib_serial(w->n);
 		return;
 	}
 	struct wnode a = { w->n - 1, 0 }, b = { w->n - 2, 0 };
@@ -138,7 +120,7 @@ test_fork_join(void)
 		sq_spawn_f(sq_get_global_queue(0, 0), &root, cnode_run);
 		CHECK_EQ(sq_semaphore_wait(root_done, sq_time(SQ_TIME_NOW,
 				(int64_t)WAIT_MS * 1000000)), 0);
-		CHECK_EQ(root.result, fib_expected(n));
+		CHECK_EQ(root.result, sqt_fib_expected(n));
 		CHECK_EQ(atomic_load(&spawned_ran), fib_nodes(n));
 
 		/* Wait form, the root spawned from this thread (not a
@@ -150,7 +132,7 @@ test_fork_join(void)
 		CHECK_EQ(sq_group_wait(g, sq_time(SQ_TIME_NOW,
 				(int64_t)WAIT_MS * 1000000)), 0);
 		sq_release(g);
-		CHECK_EQ(w.result, fib_expected(n));
+		CHECK_EQ(w.result, sqt_fib_expected(n));
 		CHECK_EQ(atomic_load(&spawned_ran), fib_nodes(n));
 	}
 	sq_release(root_done);
@@ -303,17 +285,8 @@ child_number(const char *out, const char *key)
 static void
 test_order_width1(void)
 {
-	/* One thread at most: a second one (the monitor's, for a
-	 * submitter it sees run long under a sanitizer) makes the tickets
-	 * race. */
-	static const char *const env[] = { "SQ_WORKERS=1", "SQ_MAX_THREADS=1",
-		"SQ_MONITOR_NET=0", NULL };
 	struct sqt_child c;
-	sqt_child_start(&c, order_child, NULL, env);
-	CHECK(sqt_child_read_until(&c, NULL, 0, 60000));
-	int status = sqt_child_stop(&c);
-	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	fputs(c.out, stdout);
+	sqt_child_run(&c, order_child, NULL, sqt_one_worker_env, 60000);
 	/* Depth first: the first look after the spawner takes the newest,
 	 * and only one look in 8 the oldest. */
 	CHECK(child_number(c.out, "spawned: ") >= ORDER_N / 2);

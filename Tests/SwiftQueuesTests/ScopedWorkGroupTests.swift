@@ -5,30 +5,21 @@ import Testing
 import SwiftQueues
 
 /// fib(n) with a scoped group per node above `cutoff`, waiting inside the
-/// node's task (on a pool worker, the wait runs the node's children).
-private func forkJoinFib(_ n: Int, cutoff: Int, nodes: AtomicCounter) -> Int64 {
+/// node's task (on a pool worker, the wait runs the node's children); the
+/// children submitted with `async`, or spawned (no start order).
+private func forkJoinFib(_ n: Int, cutoff: Int, nodes: AtomicCounter, spawn: Bool = false) -> Int64 {
     _ = nodes.increment()
     if n <= cutoff {
         return serialFib(n)
     }
     let left = AtomicCounter(), right = AtomicCounter()
     withWorkGroup { group in
-        group.async { left.store(forkJoinFib(n - 1, cutoff: cutoff, nodes: nodes)) }
-        group.async { right.store(forkJoinFib(n - 2, cutoff: cutoff, nodes: nodes)) }
-    }
-    return left.load() + right.load()
-}
-
-/// forkJoinFib with the children spawned (no start order, depth first).
-private func spawnedFib(_ n: Int, cutoff: Int, nodes: AtomicCounter) -> Int64 {
-    _ = nodes.increment()
-    if n <= cutoff {
-        return serialFib(n)
-    }
-    let left = AtomicCounter(), right = AtomicCounter()
-    withWorkGroup { group in
-        group.spawn { left.store(spawnedFib(n - 1, cutoff: cutoff, nodes: nodes)) }
-        group.spawn { right.store(spawnedFib(n - 2, cutoff: cutoff, nodes: nodes)) }
+        for (m, result) in [(n - 1, left), (n - 2, right)] {
+            let child: @Sendable () -> Void = {
+                result.store(forkJoinFib(m, cutoff: cutoff, nodes: nodes, spawn: spawn))
+            }
+            if spawn { group.spawn(child) } else { group.async(child) }
+        }
     }
     return left.load() + right.load()
 }
@@ -74,7 +65,7 @@ private struct Failure: Error, Equatable {}
             let nodes = AtomicCounter()
             let result = AtomicCounter()
             withWorkGroup { group in
-                group.spawn { result.store(spawnedFib(18, cutoff: 8, nodes: nodes)) }
+                group.spawn { result.store(forkJoinFib(18, cutoff: 8, nodes: nodes, spawn: true)) }
             }
             #expect(result.load() == 2584)
             #expect(nodes.load() == nodeCount(18, cutoff: 8))
