@@ -9,7 +9,8 @@
 #include "pool_internal.h"
 
 /* A job queued behind a blocked worker: its next-job slot, then (with
- * `rings`) its ring. NULL when no blocked worker has one. */
+ * `rings`) its ring; of a class that no higher waiting work goes before
+ * (_sq_blocked_may_take). NULL when no blocked worker has one. */
 struct sq_job_s *
 _sq_take_blocked(struct sq_worker_s *self, int *root, bool rings)
 {
@@ -25,10 +26,14 @@ _sq_take_blocked(struct sq_worker_s *self, int *root, bool rings)
 		/* The owner (back from its wait) may take it too: the
 		 * exchange gives it to one of us. Acquire: the submitter's
 		 * writes to the job. */
-		uintptr_t e = 0;
-		if (__atomic_load_n(&v->next, __ATOMIC_RELAXED) != 0)
+		uintptr_t e = __atomic_load_n(&v->next, __ATOMIC_RELAXED);
+		if (e != 0 && _sq_blocked_may_take((int)(e &
+				SQ_RING_ROOT_MASK)))
 			e = __atomic_exchange_n(&v->next, 0, __ATOMIC_ACQ_REL);
-		if (e == 0 && rings)
+		else
+			e = 0;
+		if (e == 0 && rings && _sq_blocked_may_take(__atomic_load_n(
+				&v->ring_root, __ATOMIC_RELAXED)))
 			e = _sq_ring_pop(&v->ring);
 		if (e != 0) {
 			return _sq_entry_job(e, root);
@@ -47,9 +52,10 @@ _sq_take_blocked(struct sq_worker_s *self, int *root, bool rings)
  * to, semaphores, groups, work items, apply, synchronous I/O) announce
  * themselves before they sleep: the worker sets SQ_BLOCKED_WAIT, `nblocked`
  * counts it, and
- *   - every worker looking for work takes a blocked worker's slot and ring
- *     before the root queues (_sq_take_blocked), so a job queued behind a
- *     blocked thread never waits behind new work;
+ *   - every worker looking for work takes a blocked worker's slot before
+ *     the root queues and its ring after them (_sq_take_blocked), so a job
+ *     queued behind a blocked thread never waits behind new work of its
+ *     class (it still waits for higher classes: _sq_blocked_may_take);
  *   - if work is waiting, another thread runs in the blocked one's place
  *     at once: a searcher if one exists, else an idle worker woken, else a
  *     new worker (up to SQ_MAX_THREADS) when fewer than `width` workers

@@ -45,7 +45,7 @@ static bool _sq_spawner_ensure(void);
  * class than queued work goes to the normal path first, and a job of a
  * higher class than the worker's own never goes to its slot.
  *
- * Aging: one look in 16 starts with LOW (UTILITY) and one in 64 with
+ * Aging: one take in 16 starts with LOW (UTILITY) and one in 64 with
  * BACKGROUND, so they advance even under a flood of higher work.
  */
 
@@ -111,7 +111,7 @@ _sq_take_overcommit(int r, int *root)
 static bool _sq_aging_may_take(const struct sq_worker_s *self, int stop,
 		int r);
 
-/* Aging's turn for look number c: one look in 16 starts with UTILITY, one
+/* Aging's turn for take number c: one take in 16 starts with UTILITY, one
  * in 64 with BACKGROUND (-1: none). */
 static inline int
 _sq_aging_first(uint32_t c)
@@ -120,14 +120,11 @@ _sq_aging_first(uint32_t c)
 			-1;
 }
 
-/* Takes by class, highest first, with aging; self's own ring counts as
- * its `ring_root` class (NULL self: roots only). Only classes above
- * `stop` (_sq_take_stop), but overcommit jobs of any class. */
-struct sq_job_s *
-_sq_take_by_class(struct sq_worker_s *self, int stop, int *root)
+/* _sq_take_by_class with aging's turn `first` (-1: none). */
+static struct sq_job_s *
+_sq_take_by_class_turn(struct sq_worker_s *self, int stop, int *root,
+		int first)
 {
-	int first = _sq_aging_first(__atomic_fetch_add(&_sq_pool.pop_counter,
-			1, __ATOMIC_RELAXED));
 	/* A bound worker takes only the classes its thread may run. */
 	int top = self != NULL ? self->bound : 0;
 	struct sq_job_s *job;
@@ -150,6 +147,24 @@ _sq_take_by_class(struct sq_worker_s *self, int stop, int *root)
 			return job;
 	}
 	return NULL;
+}
+
+/* Takes by class, highest first, with aging; self's own ring counts as
+ * its `ring_root` class (NULL self: roots only). Only classes above
+ * `stop` (_sq_take_stop), but overcommit jobs of any class. */
+struct sq_job_s *
+_sq_take_by_class(struct sq_worker_s *self, int stop, int *root)
+{
+	struct sq_job_s *job = _sq_take_by_class_turn(self, stop, root,
+			_sq_aging_first(__atomic_load_n(&_sq_pool.pop_counter,
+			__ATOMIC_RELAXED)));
+	/* Turns count takes, not looks: idle workers' empty looks would
+	 * hand aging most of the turns (a class nobody runs then started
+	 * one job in two while higher work waited at the width). Relaxed:
+	 * a turn is a share, not an order. */
+	if (job != NULL)
+		__atomic_fetch_add(&_sq_pool.pop_counter, 1, __ATOMIC_RELAXED);
+	return job;
 }
 
 /* Aging for a worker about to take from its own ring (which
@@ -275,7 +290,8 @@ _sq_aging_may_take(const struct sq_worker_s *self, int stop, int r)
 
 /* Whether work waits that `self` (NULL: any looker) may take: an
  * overcommit job, a job in a next-job slot (unless a guard watches the
- * slots) or behind a blocked worker, or a job of a class above
+ * slots) or behind a blocked worker (_sq_blocked_may_take), or a job of a
+ * class above
  * _sq_take_stop in a root queue or a ring. A parking worker's last look;
  * seq-cst loads after its seq-cst count-out and its leaving the
  * searchers. */
@@ -300,11 +316,13 @@ _sq_pool_has_takeable(const struct sq_worker_s *self)
 			continue;
 		bool blocked = __atomic_load_n(&w->blocked,
 				__ATOMIC_SEQ_CST) != 0;
-		if ((slots || blocked) && __atomic_load_n(&w->next,
-				__ATOMIC_SEQ_CST))
+		uintptr_t e = __atomic_load_n(&w->next, __ATOMIC_SEQ_CST);
+		if (e != 0 && (slots || (blocked && _sq_blocked_may_take(
+				(int)(e & SQ_RING_ROOT_MASK)))))
 			return true;
-		if (!_sq_ring_empty(&w->ring) && (blocked || __atomic_load_n(
-				&w->ring_root, __ATOMIC_SEQ_CST) < stop))
+		int r = __atomic_load_n(&w->ring_root, __ATOMIC_SEQ_CST);
+		if (!_sq_ring_empty(&w->ring) && (r < stop || (blocked &&
+				_sq_blocked_may_take(r))))
 			return true;
 	}
 	return false;

@@ -332,6 +332,19 @@ _sq_best_waiting(int limit)
 	return limit;
 }
 
+/* Whether a job of class r queued behind a blocked worker may go to
+ * another worker now: not while work of a higher class waits. That work
+ * goes first, as everywhere ("Precedence", pool_class.c); its class may be
+ * closed ("Taking within the width"), and the workers that run it look
+ * again when their jobs end. Without this, a blocked drainer's ring of
+ * background jobs ran beyond the width, ahead of waiting utility work. A
+ * relaxed hint: a wrong guess costs one job out of order, or a look. */
+static inline bool
+_sq_blocked_may_take(int r)
+{
+	return _sq_best_waiting(r) == r;
+}
+
 /* Notes that a ring now holds root r's jobs (after the push's fence). */
 static inline void
 _sq_ring_mask_set(int r)

@@ -51,8 +51,8 @@
  *
  * The tolerance: T, since each thread may have taken a lower task just
  * before x became visible and start it after (also when it is preempted in
- * between); n / 8, twice the aging share (one look in 16 starts with
- * UTILITY, one in 64 with BACKGROUND, and a task start may cost two looks:
+ * between); n / 8, twice the aging share (one take in 16 starts with
+ * UTILITY, one in 64 with BACKGROUND, and a task start may cost two takes:
  * a concurrent queue's drain, then its forwarded task), which also covers
  * the pool's other documented exceptions (every 61st look takes from the
  * root queues only, every 16th a job from a busy worker's next-job slot);

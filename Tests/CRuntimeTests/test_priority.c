@@ -9,7 +9,7 @@
  *     blocks as UTILITY (LOW), BACKGROUND at most as many as DEFAULT;
  *   - ours, tighter: each class finishes at least as many as the class two
  *     below it, and UTILITY plus BACKGROUND finish at most
- *     `total / 8 + 4` (the aging share: one look in 16 starts with
+ *     `total / 8 + 4` (the aging share: one take in 16 starts with
  *     UTILITY, one in 64 with BACKGROUND; and a little slack).
  *
  * Forms: "global" submits to the global queues; "target" (libdispatch's

@@ -22,6 +22,18 @@
  * hogs go on for 8): aging's turns go to a class that nobody runs, closed
  * or not, also from a worker about to take from its own ring.
  *
+ * And what waits behind a blocked worker waits for higher work like any
+ * job: a BACKGROUND job queues 24 BACKGROUND children on its worker's
+ * ring and 64 UTILITY jobs (2 ms each) on their root queue, then blocks
+ * in a semaphore wait the runtime sees, with idle workers beyond the
+ * width at hand. The children may go to other workers (the blocked
+ * worker's ring is theirs to take, beyond the width), but not while the
+ * UTILITY jobs wait: at most 4 children (racy hints, aging's turns)
+ * start while more UTILITY jobs have not started than the pool has
+ * threads (each may have taken one and not started it yet). Without the
+ * class check, idle workers took the children at once, ahead of the
+ * UTILITY jobs held at the width.
+ *
  * Each width runs in a child process with an alarm: a stall is a failure;
  * width 4 runs again beside two busy-loop processes.
  * SQT_ONLY=<width> runs one width.
@@ -119,6 +131,48 @@ opener(void *ctx)
 		sem_post(&sh->gate);
 }
 
+/* What waits behind a blocked worker: each child notes how many UTILITY
+ * jobs had not started yet when it started. */
+#define BEHIND_KIDS 24
+#define BEHIND_UTIL 64
+static atomic_int behind_util_started, behind_kids_done, behind_let_go;
+static int behind_unstarted[BEHIND_KIDS];
+static sq_semaphore_t behind_sem;
+
+static void
+behind_util(void *ctx)
+{
+	atomic_fetch_add(&behind_util_started, 1);
+	spin_ns(2 * NSEC_PER_MSEC);
+}
+
+static void
+behind_kid(void *ctx)
+{
+	behind_unstarted[(intptr_t)ctx] = BEHIND_UTIL -
+			atomic_load(&behind_util_started);
+	atomic_fetch_add(&behind_kids_done, 1);
+}
+
+static void
+behind_blocker(void *ctx)
+{
+	sq_queue_t util = sq_get_global_queue(SQ_QOS_CLASS_UTILITY, 0);
+	sq_queue_t bg = sq_get_global_queue(SQ_QOS_CLASS_BACKGROUND, 0);
+	for (intptr_t i = 0; i < BEHIND_UTIL; i++)
+		sq_async_f(util, NULL, behind_util);
+	for (intptr_t i = 0; i < BEHIND_KIDS; i++)
+		sq_async_f(bg, (void *)i, behind_kid); /* this worker's ring */
+	sq_semaphore_wait(behind_sem, SQ_TIME_FOREVER);
+	atomic_store(&behind_let_go, 1);
+}
+
+static void
+idle_maker(void *ctx)
+{
+	sqt_sleep_us(20000);
+}
+
 static void
 child(int width)
 {
@@ -212,6 +266,46 @@ child(int width)
 			sqt_now_ns() - t0 < 20 * NSEC_PER_SEC)
 		sqt_sleep_us(1000);
 	CHECK_EQ(atomic_load(&sh->hogs_live), 0);
+
+	/* What waits behind a blocked worker waits for higher work. Idle
+	 * workers first: overcommit jobs get a thread each. */
+	sq_queue_t oc = sq_get_global_queue(SQ_QOS_CLASS_DEFAULT,
+			SQ_QUEUE_OVERCOMMIT);
+	for (int i = 0; i < width + 4; i++)
+		sq_async_f(oc, NULL, idle_maker);
+	sqt_sleep_us(60000);
+	behind_sem = sq_semaphore_create(0);
+	sq_async_f(sq_get_global_queue(SQ_QOS_CLASS_BACKGROUND, 0), NULL,
+			behind_blocker);
+	t0 = sqt_now_ns();
+	while (atomic_load(&behind_util_started) < BEHIND_UTIL &&
+			sqt_now_ns() - t0 < 20 * NSEC_PER_SEC)
+		sqt_sleep_us(1000);
+	sq_pool_stats_t st;
+	sq_pool_stats(&st);
+	sqt_sleep_us(5000);
+	sq_semaphore_signal(behind_sem);
+	while ((atomic_load(&behind_kids_done) < BEHIND_KIDS ||
+			!atomic_load(&behind_let_go)) &&
+			sqt_now_ns() - t0 < 20 * NSEC_PER_SEC)
+		sqt_sleep_us(1000);
+	CHECK(atomic_load(&behind_let_go));
+	CHECK_EQ(atomic_load(&behind_util_started), BEHIND_UTIL);
+	CHECK_EQ(atomic_load(&behind_kids_done), BEHIND_KIDS);
+	/* A thread may have taken a UTILITY job and not started it yet
+	 * (preempted in between): one per live thread is not early. */
+	int early = 0, most = 0;
+	for (int i = 0; i < BEHIND_KIDS; i++) {
+		early += behind_unstarted[i] > (int)st.live;
+		if (behind_unstarted[i] > most)
+			most = behind_unstarted[i];
+	}
+	printf("width %d: behind a blocked worker, %d of %d background "
+			"jobs started while more utility jobs waited than the "
+			"%u threads hold (at most %d of %d waited)\n", width,
+			early, BEHIND_KIDS, st.live, most, BEHIND_UTIL);
+	CHECK(early <= 4);
+	sq_release(behind_sem);
 	sh->failures = sqt_failed;
 	fflush(stdout);
 	_exit(0);
