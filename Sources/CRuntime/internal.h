@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -209,6 +210,14 @@ SQ_INTERNAL int _sq_usable_cpus(void);
  */
 SQ_INTERNAL int _sq_thread_start(void *(*main)(void *), void *arg,
 		size_t stack_size);
+
+/* pthread_create with the runtime threads' signal mask (every asynchronous
+ * signal blocked but SIGPROF; faults deliverable), at the caller's CPU
+ * priority; no retry. For a thread started while the pool itself starts
+ * (the watchdog), where _sq_thread_start cannot be used. Returns 0 or the
+ * error (pool.c). */
+SQ_INTERNAL int _sq_thread_create_here(const pthread_attr_t *attr,
+		void *(*main)(void *), void *arg);
 
 /*
  * Something the runtime could not start for want of a descriptor or a

@@ -27,12 +27,12 @@ _sq_take_blocked(struct sq_worker_s *self, int *root, bool rings)
 		 * exchange gives it to one of us. Acquire: the submitter's
 		 * writes to the job. */
 		uintptr_t e = __atomic_load_n(&v->next, __ATOMIC_RELAXED);
-		if (e != 0 && _sq_blocked_may_take((int)(e &
-				SQ_RING_ROOT_MASK)))
-			e = __atomic_exchange_n(&v->next, 0, __ATOMIC_ACQ_REL);
-		else
-			e = 0;
-		if (e == 0 && rings && _sq_blocked_may_take(__atomic_load_n(
+		if (e != 0)
+			e = _sq_blocked_may_take((int)(e & SQ_RING_ROOT_MASK)) ?
+					__atomic_exchange_n(&v->next, 0,
+					__ATOMIC_ACQ_REL) : 0;
+		if (e == 0 && rings && !_sq_ring_empty(&v->ring) &&
+				_sq_blocked_may_take(__atomic_load_n(
 				&v->ring_root, __ATOMIC_RELAXED)))
 			e = _sq_ring_pop(&v->ring);
 		if (e != 0) {

@@ -291,10 +291,9 @@ _sq_aging_may_take(const struct sq_worker_s *self, int stop, int r)
 /* Whether work waits that `self` (NULL: any looker) may take: an
  * overcommit job, a job in a next-job slot (unless a guard watches the
  * slots) or behind a blocked worker (_sq_blocked_may_take), or a job of a
- * class above
- * _sq_take_stop in a root queue or a ring. A parking worker's last look;
- * seq-cst loads after its seq-cst count-out and its leaving the
- * searchers. */
+ * class above _sq_take_stop in a root queue or a ring. A parking worker's
+ * last look; seq-cst loads after its seq-cst count-out and its leaving
+ * the searchers. */
 bool
 _sq_pool_has_takeable(const struct sq_worker_s *self)
 {
@@ -316,14 +315,18 @@ _sq_pool_has_takeable(const struct sq_worker_s *self)
 			continue;
 		bool blocked = __atomic_load_n(&w->blocked,
 				__ATOMIC_SEQ_CST) != 0;
-		uintptr_t e = __atomic_load_n(&w->next, __ATOMIC_SEQ_CST);
-		if (e != 0 && (slots || (blocked && _sq_blocked_may_take(
-				(int)(e & SQ_RING_ROOT_MASK)))))
-			return true;
-		int r = __atomic_load_n(&w->ring_root, __ATOMIC_SEQ_CST);
-		if (!_sq_ring_empty(&w->ring) && (r < stop || (blocked &&
-				_sq_blocked_may_take(r))))
-			return true;
+		if (slots || blocked) {
+			uintptr_t e = __atomic_load_n(&w->next,
+					__ATOMIC_SEQ_CST);
+			if (e != 0 && (slots || _sq_blocked_may_take((int)(e &
+					SQ_RING_ROOT_MASK))))
+				return true;
+		}
+		if (!_sq_ring_empty(&w->ring)) {
+			int r = __atomic_load_n(&w->ring_root, __ATOMIC_SEQ_CST);
+			if (r < stop || (blocked && _sq_blocked_may_take(r)))
+				return true;
+		}
 	}
 	return false;
 }

@@ -397,8 +397,6 @@ SQ_INTERNAL bool _sq_pool_has_work(void);
 SQ_INTERNAL struct sq_worker_s *_sq_idle_pop(void);
 SQ_INTERNAL int _sq_thread_create(const pthread_attr_t *attr,
 		void *(*main)(void *), void *arg);
-SQ_INTERNAL int _sq_thread_create_here(const pthread_attr_t *attr,
-		void *(*main)(void *), void *arg);
 SQ_INTERNAL int _sq_thread_create_at_base(struct sq_worker_s *w,
 		const pthread_attr_t *attr, void *(*main)(void *), void *arg);
 SQ_INTERNAL bool _sq_thread_io_idle(void);

@@ -707,19 +707,12 @@ _sq_watch_start_once(void *unused)
 	}
 	if (_sq_watch.ms == 0 && _sq_watch.signo == 0)
 		return;
-	/* Like the workers, it takes no signal meant for the program, only
-	 * SIGPROF (pool.c, _sq_thread_create_here). */
-	sigset_t mask, old;
-	sigfillset(&mask);
-	sigdelset(&mask, SIGPROF);
-	pthread_sigmask(SIG_SETMASK, &mask, &old);
+	/* Like the workers, it takes no signal meant for the program. */
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_t thread;
-	int err = pthread_create(&thread, &attr, _sq_watch_main, NULL);
+	int err = _sq_thread_create_here(&attr, _sq_watch_main, NULL);
 	pthread_attr_destroy(&attr);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (err != 0) {
 		fprintf(stderr, "SwiftQueues: SQ_WATCHDOG_MS / SQ_SNAPSHOT_SIGNAL:"
 				" cannot start the watchdog thread: %s\n",
