@@ -43,9 +43,13 @@ sleep_ms(unsigned ms)
 	}
 }
 
+/* Set when a sleep_1500 starts. */
+static atomic_bool slow_started;
+
 static void
 sleep_1500(void *ctx)
 {
+	atomic_store(&slow_started, true);
 	sleep_ms(1500);
 }
 
@@ -59,11 +63,17 @@ number_after(const char *text, const char *prefix)
 
 /* ---- A long task -------------------------------------------------------- */
 
+/* The sync waits behind a worker that holds the queue: it is queued only
+ * once sleep_1500 runs there (a caller that finds the queue's job still
+ * waiting for a thread after 1 ms runs the queue itself, and a loaded
+ * machine can take that long to start the pool's first thread). */
 static void
 long_task(void *unused)
 {
 	sq_queue_t q = sq_queue_create("com.example.slow", NULL);
 	sq_async_f(q, NULL, sleep_1500);
+	while (!atomic_load(&slow_started))
+		sleep_ms(1);
 	sq_async_f(q, NULL, nothing);
 	sq_sync_f(q, NULL, nothing);
 	sleep_ms(500);
