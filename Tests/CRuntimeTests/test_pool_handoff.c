@@ -112,7 +112,12 @@ test_no_starvation(void)
 		atomic_store(&stopper_ran, 0);
 		pp.until_stopped = true;
 		sq_async_f(pp.a, NULL, hop_a);
-		sqt_sleep_ms(20); /* the chain is going */
+		/* The chain is going: 20 ms and 100 hops (a loaded machine
+		 * can take longer to give its worker a CPU). */
+		sqt_sleep_ms(20);
+		for (int ms = 0; ms < 10000 && LONG_MAX -
+				atomic_load(&pp.left) < 100; ms++)
+			sqt_sleep_ms(1);
 		long before = LONG_MAX - atomic_load(&pp.left);
 		sq_async_f(sq_get_global_queue(prios[i], 0), NULL, stopper);
 		bool ended = sqt_sem_wait_ms(&pp.done, 10000);

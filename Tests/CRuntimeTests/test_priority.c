@@ -64,6 +64,7 @@ struct result {
 	atomic_int finished;
 	atomic_int gates; /* gate tasks running */
 	atomic_int go;    /* every block is queued: the gates open */
+	atomic_int stuck; /* 1: the child waits for the parent's gdb; 2: done */
 };
 
 static struct result *res;
@@ -105,6 +106,36 @@ gate(void *ctx)
 		;
 }
 
+static uint64_t
+mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* A child that has waited 45 s (its alarm is at 60) says what it waited
+ * for; with SQT_PRIO_GDB set the parent then prints its threads' stacks
+ * (from outside: a fork here would run the runtime's fork handlers).
+ * Then the pool's snapshot, and exit 3. */
+static void
+child_stuck(const char *what)
+{
+	fprintf(stderr, "test_priority: child stuck waiting for %s: gates %d, "
+			"go %d, left %ld\n", what, atomic_load(&res->gates),
+			atomic_load(&res->go), atomic_load(&res->left));
+	if (getenv("SQT_PRIO_GDB")) {
+		atomic_store(&res->stuck, 1);
+		for (int i = 0; i < 60000 && atomic_load(&res->stuck) == 1;
+				i++)
+			usleep(1000);
+	}
+	char *text = sq_snapshot_text();
+	if (text)
+		fputs(text, stderr);
+	_exit(3);
+}
+
 static void
 child_run(enum form form, int width)
 {
@@ -118,8 +149,12 @@ child_run(enum form form, int width)
 	int gates = form == FORM_TARGET ? 0 : width;
 	for (int i = 0; i < gates; i++)
 		sq_async_f(top, NULL, gate);
-	while (atomic_load(&res->gates) < gates)
+	uint64_t deadline = mono_ms() + 45000;
+	while (atomic_load(&res->gates) < gates) {
+		if (mono_ms() > deadline)
+			child_stuck("the gates to start");
 		usleep(1000);
+	}
 	for (int i = 0; i < NCLASS; i++) {
 		sq_queue_t root = sq_get_global_queue(classes[i], 0);
 		for (int k = 0; k < nq; k++) {
@@ -146,8 +181,11 @@ child_run(enum form form, int width)
 	 * in libdispatch's test) before the gates open. */
 	usleep(20000);
 	atomic_store(&res->go, 1);
-	while (!atomic_load(&res->finished))
+	while (!atomic_load(&res->finished)) {
+		if (mono_ms() > deadline)
+			child_stuck("the blocks to run");
 		usleep(1000);
+	}
 	_exit(0);
 }
 
@@ -173,7 +211,17 @@ run_one(enum form form, int width, bool contention, bool unprivileged)
 		child_run(form, width);
 	}
 	int status = 0;
-	waitpid(pid, &status, 0);
+	while (waitpid(pid, &status, WNOHANG) == 0) {
+		if (atomic_load(&res->stuck) == 1) {
+			char cmd[128];
+			snprintf(cmd, sizeof(cmd), "gdb -p %d -batch -ex "
+					"'thread apply all bt' 1>&2", (int)pid);
+			if (system(cmd) != 0)
+				fprintf(stderr, "test_priority: gdb failed\n");
+			atomic_store(&res->stuck, 2);
+		}
+		usleep(10000);
+	}
 	sqt_stop_busy_loop(busy[0]);
 	sqt_stop_busy_loop(busy[1]);
 
@@ -189,6 +237,11 @@ run_one(enum form form, int width, bool contention, bool unprivileged)
 			width, contention ? " busy" : "     ",
 			unprivileged ? " unprivileged" : "", c[0], c[1], c[2],
 			c[3], c[4], low, bound, ok ? "" : "  FAIL");
+	if (!WIFEXITED(status))
+		printf("  the child ended by signal %d\n", WIFSIGNALED(status)
+				? WTERMSIG(status) : -1);
+	else if (WEXITSTATUS(status) != 0)
+		printf("  the child exited %d\n", WEXITSTATUS(status));
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	CHECK_EQ(sum, TOTAL);
 	CHECK(c[3] >= c[1]); /* libdispatch: high priority precedence */
