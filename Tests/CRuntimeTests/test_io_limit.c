@@ -66,27 +66,34 @@ wait_all_closed(void)
 
 static atomic_int max_open;
 
-/* The test files' descriptors, listed into fds[] (at most 64). */
-static int
-list_test_fds(int fds[64], char targets[64][256])
+/* The test files' descriptors and what they are open on. */
+struct fd_list {
+	int n;
+	int fd[64];
+	char target[64][256];
+};
+
+static void
+list_test_fds(struct fd_list *l)
 {
-	int n = 0;
 	size_t plen = strlen(prefix);
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
-	while (d && n < 64 && (e = readdir(d)) != NULL) {
-		char link[300];
+	l->n = 0;
+	while (d && l->n < 64 && (e = readdir(d)) != NULL) {
+		char link[300], target[256];
 		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
-		ssize_t len = readlink(link, targets[n], 255);
+		ssize_t len = readlink(link, target, sizeof(target) - 1);
 		if (len <= 0)
 			continue;
-		targets[n][len] = '\0';
-		if (strncmp(targets[n], prefix, plen) == 0)
-			fds[n++] = atoi(e->d_name);
+		target[len] = '\0';
+		if (strncmp(target, prefix, plen) == 0) {
+			memcpy(l->target[l->n], target, (size_t)len + 1);
+			l->fd[l->n++] = atoi(e->d_name);
+		}
 	}
 	if (d)
 		closedir(d);
-	return n;
 }
 
 /* How many test files were open at one moment. A listing of
@@ -97,18 +104,21 @@ list_test_fds(int fds[64], char targets[64][256])
 static int
 open_at_once(void)
 {
-	int a[64], b[64];
-	char (*ta)[256] = malloc(2 * 64 * 256), (*tb)[256] = ta + 64;
-	if (ta == NULL)
+	struct fd_list *a = malloc(2 * sizeof(*a));
+	if (a == NULL)
 		exit(2);
-	int na = list_test_fds(a, ta), nb = list_test_fds(b, tb), n = 0;
-	for (int i = 0; i < na; i++)
-		for (int k = 0; k < nb; k++)
-			if (a[i] == b[k] && strcmp(ta[i], tb[k]) == 0) {
+	struct fd_list *b = &a[1];
+	list_test_fds(a);
+	list_test_fds(b);
+	int n = 0;
+	for (int i = 0; i < a->n; i++)
+		for (int k = 0; k < b->n; k++)
+			if (a->fd[i] == b->fd[k] &&
+					strcmp(a->target[i], b->target[k]) == 0) {
 				n++;
 				break;
 			}
-	free(ta);
+	free(a);
 	return n;
 }
 
