@@ -227,10 +227,18 @@ temp_path(const char *name)
 	return p;
 }
 
-/* Descriptors of this process open on a path equal to `path`, or starting
- * with it when `prefix`. */
+/* Descriptors of this process and what they are open on: up to 64 kept
+ * by fds_list_on, `n` counts them all. */
+struct fd_list {
+	int n;
+	int fd[64];
+	char target[64][256];
+};
+
+/* Lists into `l` (NULL: only counts) the descriptors open on a path equal
+ * to `path`, or starting with it when `prefix`; returns how many. */
 static inline int
-fds_open_on(const char *path, bool prefix)
+fds_list_on(struct fd_list *l, const char *path, bool prefix)
 {
 	int n = 0;
 	size_t plen = strlen(path);
@@ -243,13 +251,28 @@ fds_open_on(const char *path, bool prefix)
 		if (len <= 0)
 			continue;
 		target[len] = '\0';
-		if (prefix ? strncmp(target, path, plen) == 0
-				: strcmp(target, path) == 0)
-			n++;
+		if (prefix ? strncmp(target, path, plen) != 0
+				: strcmp(target, path) != 0)
+			continue;
+		if (l != NULL && n < 64) {
+			size_t keep = len < 256 ? (size_t)len : 255;
+			l->fd[n] = atoi(e->d_name);
+			memcpy(l->target[n], target, keep);
+			l->target[n][keep] = '\0';
+		}
+		n++;
 	}
 	if (d)
 		closedir(d);
+	if (l != NULL)
+		l->n = n < 64 ? n : 64;
 	return n;
+}
+
+static inline int
+fds_open_on(const char *path, bool prefix)
+{
+	return fds_list_on(NULL, path, prefix);
 }
 
 static inline int

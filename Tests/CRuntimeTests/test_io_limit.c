@@ -66,36 +66,6 @@ wait_all_closed(void)
 
 static atomic_int max_open;
 
-/* The test files' descriptors and what they are open on. */
-struct fd_list {
-	int n;
-	int fd[64];
-	char target[64][256];
-};
-
-static void
-list_test_fds(struct fd_list *l)
-{
-	size_t plen = strlen(prefix);
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	l->n = 0;
-	while (d && l->n < 64 && (e = readdir(d)) != NULL) {
-		char link[300], target[256];
-		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
-		ssize_t len = readlink(link, target, sizeof(target) - 1);
-		if (len <= 0)
-			continue;
-		target[len] = '\0';
-		if (strncmp(target, prefix, plen) == 0) {
-			memcpy(l->target[l->n], target, (size_t)len + 1);
-			l->fd[l->n++] = atoi(e->d_name);
-		}
-	}
-	if (d)
-		closedir(d);
-}
-
 /* How many test files were open at one moment. A listing of
  * /proc/self/fd is not a snapshot: one file may be read before it closes
  * and the next after it opens. So the descriptors are listed twice and
@@ -108,8 +78,8 @@ open_at_once(void)
 	if (a == NULL)
 		exit(2);
 	struct fd_list *b = &a[1];
-	list_test_fds(a);
-	list_test_fds(b);
+	fds_list_on(a, prefix, true);
+	fds_list_on(b, prefix, true);
 	int n = 0;
 	for (int i = 0; i < a->n; i++)
 		for (int k = 0; k < b->n; k++)
