@@ -237,14 +237,17 @@ _sq_ring_push(struct sq_ring_s *r, uintptr_t entry)
 
 /* Takes the oldest entry (owner or thief); 0 when empty. The loads of
  * head and tail are seq-cst: they pair with the owner's take from the
- * tail (_sq_ring_pop_tail), which stores the tail then loads the head. */
+ * tail (_sq_ring_pop_tail), which stores the tail then loads the head.
+ * Empty is a tail at or below the head: while the owner takes the last
+ * entry that a thief took first, its tail is one below the head for a
+ * moment, and the slot at the head holds an entry taken a lap ago. */
 static inline uintptr_t
 _sq_ring_pop(struct sq_ring_s *r)
 {
 	uint32_t h = __atomic_load_n(&r->head, __ATOMIC_SEQ_CST);
 	for (;;) {
 		uint32_t t = __atomic_load_n(&r->tail, __ATOMIC_SEQ_CST);
-		if (h == t)
+		if ((int32_t)(t - h) <= 0)
 			return 0;
 		uintptr_t entry = __atomic_load_n(&r->slots[h % SQ_RING_SIZE],
 				__ATOMIC_RELAXED);
