@@ -112,14 +112,6 @@ gate(void *ctx)
 		;
 }
 
-static uint64_t
-mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 /* A child that has waited 45 s (its alarm is at 60) says what it waited
  * for; with SQT_PRIO_GDB set the parent then prints its threads' stacks
  * (from outside: a fork here would run the runtime's fork handlers).
@@ -180,9 +172,9 @@ child_run(enum form form, int width)
 	int gates = form == FORM_TARGET ? 0 : width;
 	for (int i = 0; i < gates; i++)
 		sq_async_f(top, NULL, gate);
-	uint64_t deadline = mono_ms() + 45000;
+	uint64_t deadline = sqt_now_ns() + 45000000000ull;
 	while (atomic_load(&res->gates) < gates) {
-		if (mono_ms() > deadline)
+		if (sqt_now_ns() > deadline)
 			child_stuck("the gates to start");
 		usleep(1000);
 	}
@@ -197,7 +189,7 @@ child_run(enum form form, int width)
 		(void)setpriority(PRIO_PROCESS, 0, -20);
 	if (form == FORM_GLOBAL)
 		submit_blocks(q, nq);
-	if (form != FORM_GLOBAL)
+	else
 		for (int i = 0; i < NCLASS; i++)
 			for (int k = 0; k < nq; k++) {
 				sq_resume(q[i][k]);
@@ -209,7 +201,7 @@ child_run(enum form form, int width)
 	(void)setpriority(PRIO_PROCESS, 0, nice);
 	atomic_store(&res->go, 1);
 	while (!atomic_load(&res->finished)) {
-		if (mono_ms() > deadline)
+		if (sqt_now_ns() > deadline)
 			child_stuck("the blocks to run");
 		usleep(1000);
 	}
